@@ -1,0 +1,144 @@
+"""Synthetic clips with known content and timing, for tests, benchmarks and the demo.
+
+Every frame shows its own index as a row of black/white blocks along the top
+edge (`read_index` reads it back), so a test can tell exactly which frame a
+sampler returned. Frame pts are set explicitly, so the true times are known.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import av
+import numpy as np
+
+INDEX_BITS = 12
+BLOCK = 32  # px per bit block; survives JPEG and downscaling to ~1/4
+
+
+@dataclass(frozen=True)
+class ClipSpec:
+    width: int = 640
+    height: int = 360
+    fps: int = 30
+    duration_s: float = 2.0
+    codec: str = "libx264"  # or "libx265"
+    bframes: bool = True
+    vfr: bool = False
+    rotation: int = 0  # counter-clockwise display rotation
+    audio: np.ndarray | None = None  # mono float32 at audio_rate
+    audio_rate: int = 16_000
+    crf: int = 28
+    gop: int = 30
+
+
+def frame_times(spec: ClipSpec) -> list[Fraction]:
+    """Presentation times of every frame: regular, or irregular for VFR."""
+    n = max(1, int(round(spec.duration_s * spec.fps)))
+    if not spec.vfr:
+        return [Fraction(i, spec.fps) for i in range(n)]
+    # VFR: intervals cycle through 1/2x, 1x and 2x the nominal period
+    base = Fraction(1, spec.fps)
+    times, t = [], Fraction(0)
+    steps = [base / 2, base, base * 2, base, base / 2 * 3]
+    i = 0
+    while t < Fraction(spec.duration_s).limit_denominator(1000):
+        times.append(t)
+        t += steps[i % len(steps)]
+        i += 1
+    return times
+
+
+def draw_frame(index: int, width: int, height: int, scene: np.ndarray | None = None) -> np.ndarray:
+    """RGB image: a scene (or a gradient), a moving bar, and the index code on top."""
+    if scene is not None:
+        img = scene.copy()
+    else:
+        x = np.linspace(40, 200, width, dtype=np.uint8)
+        img = np.repeat(np.repeat(x[None, :, None], height, 0), 3, 2)
+        img[..., 2] = 255 - img[..., 2]
+    bar = (index * 7) % max(1, width - 20)
+    img[height // 2 : height // 2 + 20, bar : bar + 20] = (255, 64, 0)
+    for b in range(INDEX_BITS):
+        on = (index >> b) & 1
+        img[0:BLOCK, b * BLOCK : (b + 1) * BLOCK] = 255 if on else 0
+    return img
+
+
+def read_index(rgb: np.ndarray, scale: float = 1.0) -> int:
+    """Read back the index code drawn by draw_frame (image may be scaled)."""
+    block = BLOCK * scale
+    out = 0
+    for b in range(INDEX_BITS):
+        y, x = int(block / 2), int(block * b + block / 2)
+        if rgb[y, x].mean() > 127:
+            out |= 1 << b
+    return out
+
+
+def write_clip(
+    path: str | os.PathLike[str], spec: ClipSpec, scene: np.ndarray | None = None
+) -> list[Fraction]:
+    """Write a clip; returns the true presentation time of every frame."""
+    times = frame_times(spec)
+    tb = Fraction(1, 90_000)
+    with av.open(str(path), "w") as out:
+        opts = {"crf": str(spec.crf), "g": str(spec.gop)}
+        if spec.codec == "libx264":
+            opts["bf"] = "2" if spec.bframes else "0"
+        elif spec.codec == "libx265":
+            opts["x265-params"] = f"bframes={2 if spec.bframes else 0}:log-level=error"
+        vs = out.add_stream(spec.codec, rate=spec.fps, options=opts)
+        vs.width, vs.height, vs.pix_fmt = spec.width, spec.height, "yuv420p"
+        vs.time_base = tb
+        vs.codec_context.time_base = tb
+        if spec.rotation:
+            vs.set_display_rotation(spec.rotation)
+        aus = None
+        if spec.audio is not None:
+            aus = out.add_stream("aac", rate=spec.audio_rate, layout="mono")
+        for i, t in enumerate(times):
+            frame = av.VideoFrame.from_ndarray(draw_frame(i, spec.width, spec.height, scene), format="rgb24")
+            frame.pts = int(t / tb)
+            frame.time_base = tb
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode(None))
+        if aus is not None and spec.audio is not None:
+            _write_audio(out, aus, spec.audio, spec.audio_rate)
+    return times
+
+
+def _write_audio(out: av.container.OutputContainer, stream: av.AudioStream, audio: np.ndarray, rate: int) -> None:
+    samples = np.clip(audio, -1, 1).astype(np.float32)
+    chunk = 1024
+    for start in range(0, len(samples), chunk):
+        part = samples[start : start + chunk]
+        frame = av.AudioFrame.from_ndarray(part[None, :], format="flt", layout="mono")
+        frame.sample_rate = rate
+        frame.pts = start
+        frame.time_base = Fraction(1, rate)
+        out.mux(stream.encode(frame))
+    out.mux(stream.encode(None))
+
+
+def noise(duration_s: float, rate: int = 16_000, level: float = 0.01, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(int(duration_s * rate)) * level).astype(np.float32)
+
+
+def place_words(
+    words: Sequence[tuple[str, np.ndarray]], starts_ms: Sequence[int], duration_s: float, rate: int = 16_000,
+    noise_level: float = 0.005, seed: int = 0,
+) -> tuple[np.ndarray, list[dict[str, int | str]]]:
+    """Put word recordings on a timeline; returns audio and the true word times."""
+    audio = noise(duration_s, rate, noise_level, seed)
+    truth = []
+    for (text, wav), start in zip(words, starts_ms):
+        i = int(start * rate / 1000)
+        seg = wav[: max(0, len(audio) - i)]
+        audio[i : i + len(seg)] += seg
+        truth.append({"text": text, "begin_time": int(start), "end_time": int(start + len(seg) * 1000 / rate)})
+    return audio, truth

@@ -1,0 +1,109 @@
+"""Aggregate EcoG clip scores the way the paper reports them."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .data import GtClip
+from .metrics import METRICS, ClipScore, score_clip
+
+
+@dataclass
+class ScoredClip:
+    clip: GtClip
+    pred: Any
+    score: ClipScore
+    parse_error: str | None = None
+
+
+@dataclass
+class EcogResult:
+    clips: list[ScoredClip]
+    missing_predictions: list[str] = field(default_factory=list)
+    unknown_predictions: list[str] = field(default_factory=list)
+    gt_errors: list[str] = field(default_factory=list)
+
+    def group(self, key: str) -> dict[str, dict[str, float]]:
+        buckets: dict[str, list[ScoredClip]] = defaultdict(list)
+        for sc in self.clips:
+            value = getattr(sc.clip, key)
+            if value:
+                buckets[value].append(sc)
+        return {k: aggregate(v) for k, v in sorted(buckets.items())}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "overall": aggregate(self.clips) | {"acc_eco_referent": micro_eco(self.clips)},
+            "per_instruction": self.group("task_template"),
+            "per_level": self.group("level"),
+            "per_lang": self.group("lang"),
+            "per_scene": self.group("scene"),
+            "per_clip": [
+                {"video_name": sc.clip.video_name, **sc.score.as_dict()}
+                | ({"error": sc.score.error} if sc.score.error else {})
+                | ({"parse_error": sc.parse_error} if sc.parse_error else {})
+                for sc in self.clips
+            ],
+            "counts": {
+                "clips": len(self.clips),
+                "missing_predictions": len(self.missing_predictions),
+                "unknown_predictions": len(self.unknown_predictions),
+                "parse_errors": sum(1 for sc in self.clips if sc.parse_error),
+                "scoring_errors": sum(1 for sc in self.clips if sc.score.error),
+                "gt_errors": len(self.gt_errors),
+            },
+            "problems": {
+                "missing_predictions": self.missing_predictions,
+                "unknown_predictions": self.unknown_predictions,
+                "gt_errors": self.gt_errors,
+            },
+        }
+
+
+def aggregate(scored: list[ScoredClip]) -> dict[str, float]:
+    """Means over clips, in clip order (the upstream summation order)."""
+    n = len(scored)
+    out: dict[str, float] = {m: (sum(getattr(sc.score, m) for sc in scored) / n if n else 0.0) for m in METRICS}
+    out["count"] = n
+    return out
+
+
+def micro_eco(scored: list[ScoredClip]) -> float:
+    """Referent-level Acc_eco: eco hits over all referents (the paper's wording)."""
+    hits = total = 0
+    for sc in scored:
+        k = len([a for a in sc.clip.eval_gt.get("answer", []) if not isinstance(a, dict) or a.get("choice")])
+        total += k
+        hits += sum(c and s and t for c, s, t in zip(sc.score.cls, sc.score.s, sc.score.t))
+    return hits / total if total else 0.0
+
+
+def prediction_of(rec: Mapping[str, Any]) -> tuple[Any, str | None]:
+    """The prediction dict inside a predictions.jsonl record, and its parse error."""
+    if "prediction" in rec:
+        return rec.get("prediction") or {}, rec.get("parse_error") or rec.get("error")
+    return rec, None
+
+
+def score(clips: Iterable[GtClip], predictions: Iterable[Mapping[str, Any]], gt_errors: list[str] | None = None) -> EcogResult:
+    """Score predictions (matched by video_name; the last one wins) against clips."""
+    by_name: dict[str, Mapping[str, Any]] = {}
+    for rec in predictions:
+        by_name[str(rec.get("video_name"))] = rec
+    result = EcogResult(clips=[], gt_errors=list(gt_errors or []))
+    names = set()
+    for clip in clips:
+        names.add(clip.video_name)
+        rec = by_name.get(clip.video_name)
+        if rec is None:
+            result.missing_predictions.append(clip.video_name)
+            pred, perr = {}, "no prediction"
+        else:
+            pred, perr = prediction_of(rec)
+        s = score_clip(pred, clip.eval_gt, clip.width, clip.height)
+        result.clips.append(ScoredClip(clip, pred, s, perr))
+    result.unknown_predictions = sorted(set(by_name) - names)
+    return result
