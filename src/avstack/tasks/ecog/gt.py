@@ -1,0 +1,63 @@
+"""Normalized ground truth from an EcoG data root (`avstack ecog gt`)."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from ...discover import discover
+from .data import DataError, GtClip
+
+
+def check_masks(name: str, eval_gt: dict[str, Any]) -> None:
+    """Every object mask must decode as an image; raise naming the clip otherwise."""
+    for i, ans in enumerate(eval_gt.get("answer", [])):
+        mask = ans.get("mask") if isinstance(ans, dict) else None
+        if not mask or not mask.get("mask_base64"):
+            continue
+        try:
+            img = cv2.imdecode(np.frombuffer(base64.b64decode(mask["mask_base64"]), np.uint8), cv2.IMREAD_GRAYSCALE)
+        except Exception as exc:
+            raise DataError(f"{name}: answer {i} mask_base64 is not base64 ({exc})") from None
+        if img is None:
+            raise DataError(f"{name}: answer {i} mask_base64 does not decode as an image")
+
+
+def _sizes_from_manifest(prepared: Path | None) -> dict[str, tuple[int, int]]:
+    if prepared is None:
+        return {}
+    from ...prepare import load_manifest
+
+    return {r["clip_id"]: (r["width"], r["height"]) for r in load_manifest(prepared) if r.get("width")}
+
+
+def ground_truth(root: str | Path, lang: str | None = None,
+                 prepared: Path | None = None) -> tuple[list[GtClip], list[str]]:
+    """GT records for every clip, and an error line per clip that cannot be used."""
+    from ...media import probe
+
+    sizes = _sizes_from_manifest(prepared)
+    records, errors = [], []
+    for job in discover(root, lang=lang):
+        try:
+            if job.problem:
+                raise DataError(job.problem)
+            if job.eval_gt is None:
+                raise DataError(f"{job.clip_id}: eval_gt entry is not an object")
+            check_masks(job.clip_id, job.eval_gt)
+            w, h = sizes.get(job.clip_id) or _probe_size(probe, job.path)
+            records.append(GtClip(video_name=Path(job.video).name, task_template=job.task_template or "",
+                                  width=w, height=h, eval_gt=job.eval_gt, lang=job.lang, scene=job.scene,
+                                  extra={"clip_id": job.clip_id}))
+        except Exception as exc:
+            errors.append(f"{job.clip_id}: {exc}" if job.clip_id not in str(exc) else str(exc))
+    return records, errors
+
+
+def _probe_size(probe: Any, path: str) -> tuple[int, int]:
+    info = probe(path)
+    return info.width, info.height
