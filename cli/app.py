@@ -44,7 +44,9 @@ def prepare(
     max_side: Annotated[int | None, typer.Option(help="Shrink frames to this longest side in px")] = None,
     jpeg_quality: Annotated[int, typer.Option(help="JPEG quality 1-100")] = 90,
     workers: Annotated[int | None, typer.Option(help="Worker processes (default: CPU count)")] = None,
-    asr_model: Annotated[str, typer.Option(help="faster-whisper model name or folder (tiny.en, base bundled)")] = "tiny.en",
+    asr_model: Annotated[
+        str, typer.Option(help="faster-whisper model name or folder (tiny.en, base bundled)")
+    ] = "tiny.en",
     lang: Annotated[str, typer.Option(help="ASR language: auto, en, zh, ...")] = "auto",
     device: Annotated[str, typer.Option(help="ASR device: auto, cpu, cuda")] = "auto",
 ) -> None:
@@ -53,9 +55,16 @@ def prepare(
     from avstack.prepare import prepare as run_prepare
 
     try:
-        settings = PrepareSettings(anchors=parse_anchors(anchors), fps=fps, max_frames=max_frames,
-                                   max_side=max_side, jpeg_quality=jpeg_quality, asr_model=asr_model,
-                                   asr_device=device, lang=None if lang == "auto" else lang)
+        settings = PrepareSettings(
+            anchors=parse_anchors(anchors),
+            fps=fps,
+            max_frames=max_frames,
+            max_side=max_side,
+            jpeg_quality=jpeg_quality,
+            asr_model=asr_model,
+            asr_device=device,
+            lang=None if lang == "auto" else lang,
+        )
         report = run_prepare(data_root, out, settings, workers, progress)
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
@@ -153,6 +162,133 @@ def ecog_gt(
         typer.echo(f"error: {err}", err=True)
     if errors:
         raise typer.Exit(1)
+
+
+def _stack(variant: str, drop: list[str]) -> Any:
+    from avstack.stacks import make_stack
+
+    try:
+        return make_stack(variant, drop)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+@app.command()
+def stacks(
+    prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file, one request per clip")],
+    variant: Annotated[str, typer.Option(help="full, video or text")] = "full",
+    drop: Annotated[list[str], typer.Option(help="Anchor to drop: frame_ts, word_ts, asr, frames")] = [],  # noqa: B006
+    asr: Annotated[str | None, typer.Option(help="whisper (ours) or source (annotations); default ours")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="openai, gemini, hf or neutral")] = "openai",
+    coord_order: Annotated[str, typer.Option(help="xy or yx")] = "xy",
+    media_mode: Annotated[str, typer.Option("--media", help="path or data (inline base64)")] = "path",
+) -> None:
+    """Write the rendered request of every clip under one input stack."""
+    from avstack.messages import render
+    from avstack.run import RunSettings, requests_for
+
+    stack = _stack(variant, drop)
+    reqs = requests_for(prepared, stack, RunSettings(coord_order=coord_order, asr_source=asr))
+    with open(out, "w", encoding="utf-8") as fh:
+        for rec, req in reqs:
+            line = {
+                "clip_id": rec["clip_id"],
+                "stack": stack.name,
+                "anchors": sorted(stack.anchors),
+                "format": fmt,
+                "request": render(req, fmt, media_mode),
+            }
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+    typer.echo(f"wrote {len(reqs)} requests ({stack.name}, {fmt}) to {out}")
+
+
+def _backend_options(base_url: str | None, temperature: float, max_tokens: int, timeout: float) -> dict[str, Any]:
+    opts: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "timeout": timeout}
+    if base_url:
+        opts["base_url"] = base_url
+    return opts
+
+
+@app.command("run")
+def run_cmd(
+    prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
+    model: Annotated[str, typer.Option(help="oracle, chance, deixis, openai:MODEL, replay:FILE")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (predictions.jsonl, run.json)")],
+    task: Annotated[str, typer.Option(help="ecog")] = "ecog",
+    variant: Annotated[str, typer.Option(help="full, video or text")] = "full",
+    drop: Annotated[list[str], typer.Option(help="Anchor to drop")] = [],  # noqa: B006
+    asr: Annotated[str | None, typer.Option(help="whisper or source")] = None,
+    coord_order: Annotated[str, typer.Option(help="xy or yx")] = "xy",
+    concurrency: Annotated[int, typer.Option(help="Requests in flight")] = 4,
+    retries: Annotated[int, typer.Option(help="Retries on 429/5xx/timeouts")] = 5,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server (or OPENAI_BASE_URL)")] = None,
+    temperature: Annotated[float, typer.Option()] = 0.0,
+    max_tokens: Annotated[int, typer.Option()] = 2048,
+    timeout: Annotated[float, typer.Option(help="Seconds per request")] = 120.0,
+) -> None:
+    """Run a model over prepared clips; resumable; then score."""
+    from avstack.report import summary_table
+    from avstack.run import RunSettings, run, score_run
+    from avstack.runners import make_backend
+
+    if task != "ecog":
+        fail(f"--task {task!r}: only 'ecog' runs in this version")
+    stack = _stack(variant, drop)
+    try:
+        backend = make_backend(model, **_backend_options(base_url, temperature, max_tokens, timeout))
+    except (ValueError, ImportError) as exc:
+        fail(str(exc))
+        return
+    settings = RunSettings(concurrency=concurrency, retries=retries, coord_order=coord_order, asr_source=asr)
+    run(prepared, backend, stack, out, settings, backend_id=model, progress=progress)
+    typer.echo(summary_table(score_run(prepared, out)))
+
+
+@app.command()
+def ablate(
+    prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
+    model: Annotated[str, typer.Option(help="oracle, chance, deixis, openai:MODEL, replay:FILE")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for one run per stack and the report")],
+    drop: Annotated[list[str], typer.Option(help="Anchor to drop (repeatable)")] = [],  # noqa: B006
+    variants: Annotated[str, typer.Option(help="Comma list of extra variants: video,text")] = "",
+    concurrency: Annotated[int, typer.Option()] = 4,
+    base_url: Annotated[str | None, typer.Option()] = None,
+) -> None:
+    """Run full and each --drop (and --variants), score each, write the Δ table and report."""
+    from avstack.ablate import ablate as run_ablate
+    from avstack.run import RunSettings
+
+    try:
+        path = run_ablate(
+            prepared,
+            model,
+            out,
+            drop,
+            [v for v in variants.split(",") if v],
+            RunSettings(concurrency=concurrency),
+            _backend_options(base_url, 0.0, 2048, 120.0),
+        )
+    except (ValueError, ImportError, FileNotFoundError) as exc:
+        fail(str(exc))
+        return
+    text = path.read_text(encoding="utf-8")
+    typer.echo(text.split("## Failure")[0])
+    typer.echo(f"full report: {path}")
+
+
+@app.command()
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders; the first is the baseline")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Report folder")] = Path("report"),
+) -> None:
+    """Δ table, bottlenecks, temporal calibration, size/scene/language tables and plots."""
+    from avstack.ablate import load_run
+    from avstack.report import write_report
+
+    text = write_report([load_run(r) for r in runs], out)
+    typer.echo(text.split("## Failure")[0])
+    typer.echo(f"report: {out / 'report.md'}")
 
 
 def main() -> None:

@@ -58,8 +58,10 @@ class Transcript:
             "model": self.model,
             "language": self.language,
             "text": self.text,
-            "words": [{"text": w.text, "begin_time": w.begin_ms, "end_time": w.end_ms, "prob": round(w.prob, 4)}
-                      for w in self.words],
+            "words": [
+                {"text": w.text, "begin_time": w.begin_ms, "end_time": w.end_ms, "prob": round(w.prob, 4)}
+                for w in self.words
+            ],
             "engine": "faster-whisper",
             "settings": asdict(self.settings),
             "dropped": list(self.dropped),
@@ -287,8 +289,13 @@ def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Tran
         return Transcript(s.model, lang or "", (), s, ("no speech energy",))
     model = load_model(s.model, s.device)
     segments, info = model.transcribe(
-        samples, language=lang, beam_size=s.beam_size, word_timestamps=True, vad_filter=s.vad,
-        condition_on_previous_text=False, temperature=[0.0, 0.2, 0.4],
+        samples,
+        language=lang,
+        beam_size=s.beam_size,
+        word_timestamps=True,
+        vad_filter=s.vad,
+        condition_on_previous_text=False,
+        temperature=[0.0, 0.2, 0.4],
     )
     words: list[Word] = []
     dropped: list[str] = []

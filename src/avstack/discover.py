@@ -6,7 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .tasks.ecog.data import VIDEO_SUFFIXES, DataError, instruction_dirs, load_annotations, read_json_file, safe_video_path
+from .tasks.ecog.data import (
+    VIDEO_SUFFIXES,
+    DataError,
+    instruction_dirs,
+    load_annotations,
+    read_json_file,
+    safe_video_path,
+)
 
 
 @dataclass(frozen=True)

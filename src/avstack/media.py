@@ -217,7 +217,9 @@ def sample_frames(
         except av.FFmpegError as exc:
             if prev is None:
                 raise MediaError(f"{path}: decoding failed before the first frame ({exc})") from exc
-            raise MediaError(f"{path}: decoding failed after frame {index} ({exc}); clip is corrupt or truncated") from exc
+            raise MediaError(
+                f"{path}: decoding failed after frame {index} ({exc}); clip is corrupt or truncated"
+            ) from exc
         if prev is None:
             raise MediaError(f"{path}: no decodable video frames")
         if ti < len(targets):

@@ -43,8 +43,16 @@ class PrepareSettings:
     asr_vad: bool = True
 
     def frame_key(self, video_sha: str) -> str:
-        return _key({"v": CACHE_VERSION, "sha": video_sha, "fps": self.fps, "max_frames": self.max_frames,
-                     "max_side": self.max_side, "q": self.jpeg_quality})
+        return _key(
+            {
+                "v": CACHE_VERSION,
+                "sha": video_sha,
+                "fps": self.fps,
+                "max_frames": self.max_frames,
+                "max_side": self.max_side,
+                "q": self.jpeg_quality,
+            }
+        )
 
 
 def parse_anchors(text: str) -> tuple[str, ...]:
@@ -93,8 +101,9 @@ def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) ->
     if cached is not None and all((out / f["path"]).is_file() for f in cached["frames"]):
         return cached | {"cache_hit": True}
     info = media.probe(job.path)
-    sample = media.sample_frames(job.path, s.fps, s.max_frames, thread_type=s.thread_type, info=info,
-                                 max_side=s.max_side)
+    sample = media.sample_frames(
+        job.path, s.fps, s.max_frames, thread_type=s.thread_type, info=info, max_side=s.max_side
+    )
     rel_dir = Path("frames") / key
     frames = []
     for f in sample.frames:
@@ -102,8 +111,13 @@ def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) ->
         media.write_jpeg(out / rel, f.image, s.jpeg_quality)
         frames.append({"index": f.index, "pts_ms": f.pts_ms, "path": rel.as_posix()})
     last = next(fr for fr in frames if fr["index"] == sample.last.index)
-    result = {"info": asdict(info) | {"path": None}, "frames": frames, "last_frame": last,
-              "decode_path": "sequential", "thread_type": s.thread_type}
+    result = {
+        "info": asdict(info) | {"path": None},
+        "frames": frames,
+        "last_frame": last,
+        "decode_path": "sequential",
+        "thread_type": s.thread_type,
+    }
     write_json_atomic(index_path, result)
     return result | {"cache_hit": False}
 
@@ -123,8 +137,12 @@ def audio_stage(job: ClipJob, video_sha: str, out: Path) -> dict[str, Any] | Non
     sf.write(buf, samples, media.AUDIO_RATE, format="WAV", subtype="FLOAT")
     data = buf.getvalue()
     media.atomic_write(out / rel, data)
-    meta = {"path": rel.as_posix(), "sha256": hashlib.sha256(data).hexdigest(), "rate": media.AUDIO_RATE,
-            "duration_ms": int(len(samples) * 1000 / media.AUDIO_RATE)}
+    meta = {
+        "path": rel.as_posix(),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "rate": media.AUDIO_RATE,
+        "duration_ms": int(len(samples) * 1000 / media.AUDIO_RATE),
+    }
     write_json_atomic(meta_path, meta)
     return meta
 
@@ -133,8 +151,9 @@ def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path
     from . import asr  # faster-whisper is heavy: import only when ASR is asked for
 
     lang = job.lang if (s.lang in (None, "auto") and job.lang) else s.lang
-    settings = asr.AsrSettings(model=s.asr_model, device=s.asr_device, language=lang or "auto",
-                               beam_size=s.asr_beam_size, vad=s.asr_vad)
+    settings = asr.AsrSettings(
+        model=s.asr_model, device=s.asr_device, language=lang or "auto", beam_size=s.asr_beam_size, vad=s.asr_vad
+    )
     key = _key({"v": CACHE_VERSION, "audio": audio["sha256"], "asr": asdict(settings), "impl": asr.ASR_VERSION})
     path = out / "cache" / "asr" / f"{key}.json"
     cached = _read_json(path)
@@ -157,11 +176,27 @@ def error_record(exc: BaseException | str, kind: str | None = None) -> dict[str,
 
 def base_record(job: ClipJob) -> dict[str, Any]:
     return {
-        "clip_id": job.clip_id, "video": job.video, "sha256": None, "task_template": job.task_template,
-        "lang": job.lang, "scene": job.scene, "duration_ms": None, "width": None, "height": None,
-        "rotation": None, "vfr": None, "fps": None, "has_audio": None, "frames": [], "last_frame": None,
-        "decode_path": None, "audio": None, "asr": None, "source_asr": job.source_asr,
-        "eval_gt": job.eval_gt, "error": None,
+        "clip_id": job.clip_id,
+        "video": job.video,
+        "sha256": None,
+        "task_template": job.task_template,
+        "lang": job.lang,
+        "scene": job.scene,
+        "duration_ms": None,
+        "width": None,
+        "height": None,
+        "rotation": None,
+        "vfr": None,
+        "fps": None,
+        "has_audio": None,
+        "frames": [],
+        "last_frame": None,
+        "decode_path": None,
+        "audio": None,
+        "asr": None,
+        "source_asr": job.source_asr,
+        "eval_gt": job.eval_gt,
+        "error": None,
     }
 
 
@@ -231,8 +266,13 @@ def prepare(
     return PrepareReport(records)
 
 
-def _run_jobs(jobs: list[ClipJob], s: PrepareSettings, out: Path, workers: int,
-              progress: Callable[[Iterable[Any], int], Iterable[Any]] | None) -> Iterable[dict[str, Any]]:
+def _run_jobs(
+    jobs: list[ClipJob],
+    s: PrepareSettings,
+    out: Path,
+    workers: int,
+    progress: Callable[[Iterable[Any], int], Iterable[Any]] | None,
+) -> Iterable[dict[str, Any]]:
     wrap = progress or (lambda it, n: it)
     if workers <= 1:
         yield from wrap((prepare_clip(j, s, out) for j in jobs), len(jobs))
@@ -244,13 +284,20 @@ def _run_jobs(jobs: list[ClipJob], s: PrepareSettings, out: Path, workers: int,
 
 
 def _write_manifest(out: Path, data_root: str | Path, s: PrepareSettings, records: list[dict[str, Any]]) -> None:
-    lines = "".join(json.dumps({k: v for k, v in r.items() if k != "cache_hit"}, ensure_ascii=False) + "\n"
-                    for r in records)
+    lines = "".join(
+        json.dumps({k: v for k, v in r.items() if k != "cache_hit"}, ensure_ascii=False) + "\n" for r in records
+    )
     media.atomic_write(out / "manifest.jsonl", lines.encode())
-    write_json_atomic(out / "prepare.json", {"avstack_version": __version__,
-                                              "data_root": str(Path(data_root).resolve()),
-                                              "settings": asdict(s), "clips": len(records),
-                                              "failed": sum(1 for r in records if r["error"])})
+    write_json_atomic(
+        out / "prepare.json",
+        {
+            "avstack_version": __version__,
+            "data_root": str(Path(data_root).resolve()),
+            "settings": asdict(s),
+            "clips": len(records),
+            "failed": sum(1 for r in records if r["error"]),
+        },
+    )
 
 
 def load_manifest(prepared: str | Path) -> list[dict[str, Any]]:

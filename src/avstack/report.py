@@ -20,12 +20,174 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 def summary_table(result: dict[str, Any]) -> str:
     """Overall, per level and per instruction, in percent."""
     header = ["group", "n", *METRICS, "acc_eco_referent"]
-    rows = [["overall", str(result["overall"]["count"]), *(_pct(result["overall"][m]) for m in METRICS),
-             _pct(result["overall"]["acc_eco_referent"])]]
+    rows = [
+        [
+            "overall",
+            str(result["overall"]["count"]),
+            *(_pct(result["overall"][m]) for m in METRICS),
+            _pct(result["overall"]["acc_eco_referent"]),
+        ]
+    ]
     for key in ("per_level", "per_instruction", "per_lang", "per_scene"):
         for name, agg in result.get(key, {}).items():
             rows.append([name, str(agg["count"]), *(_pct(agg[m]) for m in METRICS), ""])
     c = result["counts"]
-    foot = (f"\nclips {c['clips']}, missing predictions {c['missing_predictions']}, "
-            f"parse errors {c['parse_errors']}, scoring errors {c['scoring_errors']}, GT errors {c['gt_errors']}")
+    foot = (
+        f"\nclips {c['clips']}, missing predictions {c['missing_predictions']}, "
+        f"parse errors {c['parse_errors']}, scoring errors {c['scoring_errors']}, GT errors {c['gt_errors']}"
+    )
     return markdown_table(header, rows) + foot
+
+
+PUBLISHED = {  # ../shared/ecog/FORMAT.md, overall, percent
+    "acc_eco": {
+        "native video: Gemini-3-Pro": 17.0,
+        "native video: Gemini-3-Flash": 7.0,
+        "native video: Qwen3-Omni-30B-A3B": 0.7,
+        "human": 96.9,
+        "Images+ASR: Gemini-3-Pro": 42.9,
+        "Images+ASR: Gemini-3-Flash": 48.1,
+        "Images+ASR: Qwen3-Omni-Flash": 9.3,
+    },
+    "ablation (Acc_t / Acc_eco)": {
+        "Gemini-3-Flash full": (81.8, 48.1),
+        "Gemini-3-Flash no frame timestamps": (62.7, 30.4),
+        "Gemini-3-Flash no word timing": (77.2, 45.9),
+        "Gemini-3-Pro full": (76.5, 42.9),
+        "Gemini-3-Pro no frame timestamps": (63.0, 21.7),
+    },
+}
+
+
+def _delta(agg: dict[str, float], ref: dict[str, float] | None, metric: str) -> str:
+    return f"{100 * (agg[metric] - ref[metric]):+.1f}" if ref else ""
+
+
+def delta_rows(runs: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
+    """Paper Table 4: Acc_t and Acc_eco per level and overall, absolute and delta vs the first run."""
+    from .analysis import level_table
+
+    base = level_table(runs[0][1])
+    header = ["run", "group", "Acc_t", "Δ Acc_t", "Acc_eco", "Δ Acc_eco", "n"]
+    rows = []
+    for label, res in runs:
+        table = level_table(res)
+        for group, agg in table.items():
+            ref = base.get(group)
+            rows.append(
+                [
+                    label,
+                    group,
+                    _pct(agg["acc_t"]),
+                    _delta(agg, ref, "acc_t"),
+                    _pct(agg["acc_eco"]),
+                    _delta(agg, ref, "acc_eco"),
+                    str(agg["count"]),
+                ]
+            )
+    return header, rows
+
+
+def write_report(runs: list[tuple[str, Any, dict[str, Any]]], out_dir: Any) -> str:
+    """Markdown + CSV tables and PNG plots for runs [(label, EcogResult, score json)]; first is the baseline."""
+    import csv
+    from pathlib import Path
+
+    from .analysis import bottlenecks, by_object_size, calibration
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    header, rows = delta_rows([(label, js) for label, _, js in runs])
+    with open(out / "delta.csv", "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([header, *rows])
+    md = [
+        "# avstack report",
+        "",
+        f"Baseline: `{runs[0][0]}`",
+        "",
+        "## Δ table (paper Table 4 style)",
+        "",
+        markdown_table(header, rows),
+        "",
+    ]
+    bn_rows, cal_rows, size_rows = [], [], []
+    for label, result, _ in runs:
+        bn = bottlenecks(result)
+        bn_rows.append([label, *(str(bn[k]) for k in bn)])
+        for key, c in calibration(result).items():
+            cal_rows.append(
+                [label, key, str(c["n"]), f"{c['mean_ms']:+.0f}", _pct(c["within_500"]), _pct(c["within_1000"])]
+            )
+        for key, c in by_object_size(result).items():
+            size_rows.append([label, key, str(c["n"]), _pct(c["acc_eco"])])
+    md += [
+        "## Failure bottleneck of failed referents",
+        "",
+        markdown_table(["run", "only What", "only Where", "only When", "joint"], bn_rows),
+        "",
+        "## Temporal calibration (predicted - stroke midpoint)",
+        "",
+        markdown_table(["run", "stroke", "n", "mean ms", "within ±500 ms", "within ±1000 ms"], cal_rows),
+        "",
+        "## Acc_eco by object size (mask area share)",
+        "",
+        markdown_table(["run", "size", "referents", "Acc_eco"], size_rows),
+        "",
+    ]
+    for key, title in (("per_scene", "scene"), ("per_lang", "language")):
+        rows2 = [
+            [label, name, str(agg["count"]), _pct(agg["acc_eco"])]
+            for label, _, js in runs
+            for name, agg in js[key].items()
+        ]
+        if rows2:
+            md += [f"## Acc_eco by {title}", "", markdown_table(["run", title, "n", "Acc_eco"], rows2), ""]
+    md += [
+        "## Published numbers (EcoG-Bench paper)",
+        "",
+        markdown_table(["setting", "Acc_eco"], [[k, f"{v:.1f}"] for k, v in PUBLISHED["acc_eco"].items()]),
+        "",
+        markdown_table(
+            ["setting", "Acc_t", "Acc_eco"],
+            [[k, f"{a:.1f}", f"{b:.1f}"] for k, (a, b) in PUBLISHED["ablation (Acc_t / Acc_eco)"].items()],
+        ),
+        "",
+    ]
+    _plots(runs, out)
+    md += ["![bottlenecks](bottlenecks.png)", "", "![timestamp errors](timestamp_errors.png)", ""]
+    text = "\n".join(md)
+    (out / "report.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def _plots(runs: list[tuple[str, Any, dict[str, Any]]], out: Any) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .analysis import BOTTLENECKS, bottlenecks, timestamp_errors
+
+    meta = {"Software": None}  # no version stamp: same inputs, same bytes
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    width = 0.8 / len(runs)
+    for i, (label, result, _) in enumerate(runs):
+        bn = bottlenecks(result)
+        ax.bar([j + i * width for j in range(len(BOTTLENECKS))], [bn[k] for k in BOTTLENECKS], width, label=label)
+    ax.set_xticks([j + width * (len(runs) - 1) / 2 for j in range(len(BOTTLENECKS))], BOTTLENECKS)
+    ax.set_ylabel("failed referents")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "bottlenecks.png", metadata=meta)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for label, result, _ in runs:
+        errs = [e for _, e in timestamp_errors(result)]
+        if errs:
+            ax.hist(errs, bins=30, range=(-3000, 3000), alpha=0.5, label=label)
+    ax.axvspan(-500, 500, color="grey", alpha=0.15)
+    ax.set_xlabel("predicted - stroke midpoint (ms)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "timestamp_errors.png", metadata=meta)
+    plt.close(fig)

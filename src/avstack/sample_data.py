@@ -30,8 +30,15 @@ SPACES = {  # letter: (description, centre as fractions x, y)
     "b": ("the empty area between the cup and the box", (0.28, 0.88)),
     "c": ("the empty area right of the yellow book", (0.97, 0.92)),
 }
-ZH_NAMES = {"A": "红色杯子", "B": "蓝色盒子", "C": "绿色瓶子", "D": "黄色书本",
-            "a": "红色杯子左边的空地", "b": "杯子和盒子之间的空地", "c": "黄色书本右边的空地"}
+ZH_NAMES = {
+    "A": "红色杯子",
+    "B": "蓝色盒子",
+    "C": "绿色瓶子",
+    "D": "黄色书本",
+    "a": "红色杯子左边的空地",
+    "b": "杯子和盒子之间的空地",
+    "c": "黄色书本右边的空地",
+}
 
 
 @dataclass(frozen=True)
@@ -54,19 +61,49 @@ def _clips(small: bool) -> list[SampleClip]:
     return [
         SampleClip("l1_point.mp4", 1, (), (), (), (), ("B",), base),
         SampleClip("l1_silent.mp4", 1, (), (), (), (), ("C",), replace(base, codec="libx265"), audio=False),
-        SampleClip("l2_pick.mp4", 2, ("pick", "this", "up"), ("把|ba3", "这个|zhe4ge5", "拿起来|na2qi3lai2"),
-                   (500, 1000, 1700), (1,), ("A",), replace(base, codec="libx265")),
-        SampleClip("l2_portrait.mp4", 2, ("grab", "that"), ("拿|na2", "那个|na4ge5"), (700, 1300), (1,), ("D",),
-                   portrait),
-        SampleClip("l3_put.MOV", 3, ("put", "this", "over", "there"),
-                   ("把|ba3", "这个|zhe4ge5", "放到|fang4dao4", "那里|na4li3"),
-                   (400, 900, 1900, 2500), (1, 3), ("B", "a"), replace(base, rotation=90)),
-        SampleClip("l3_left.mp4", 4, ("put", "this", "to", "its", "left"),
-                   ("把|ba3", "这个|zhe4ge5", "放到|fang4dao4", "它|ta1", "左边|zuo3bian1"),
-                   (300, 800, 1700, 2100, 2500), (1, 3), ("C", "b"), replace(base, vfr=True)),
-        SampleClip("l4_place_pick.mp4", 5, ("put", "this", "here", "then", "take", "that"),
-                   ("把|ba3", "这个|zhe4ge5", "放这里|fang4zhe4li3", "然后|ran2hou4", "拿|na2", "那个|na4ge5"),
-                   (300, 700, 1400, 2100, 2600, 3100), (1, 2, 5), ("A", "c", "D"), replace(base, duration_s=4.5)),
+        SampleClip(
+            "l2_pick.mp4",
+            2,
+            ("pick", "this", "up"),
+            ("把|ba3", "这个|zhe4ge5", "拿起来|na2qi3lai2"),
+            (500, 1000, 1700),
+            (1,),
+            ("A",),
+            replace(base, codec="libx265"),
+        ),
+        SampleClip(
+            "l2_portrait.mp4", 2, ("grab", "that"), ("拿|na2", "那个|na4ge5"), (700, 1300), (1,), ("D",), portrait
+        ),
+        SampleClip(
+            "l3_put.MOV",
+            3,
+            ("put", "this", "over", "there"),
+            ("把|ba3", "这个|zhe4ge5", "放到|fang4dao4", "那里|na4li3"),
+            (400, 900, 1900, 2500),
+            (1, 3),
+            ("B", "a"),
+            replace(base, rotation=90),
+        ),
+        SampleClip(
+            "l3_left.mp4",
+            4,
+            ("put", "this", "to", "its", "left"),
+            ("把|ba3", "这个|zhe4ge5", "放到|fang4dao4", "它|ta1", "左边|zuo3bian1"),
+            (300, 800, 1700, 2100, 2500),
+            (1, 3),
+            ("C", "b"),
+            replace(base, vfr=True),
+        ),
+        SampleClip(
+            "l4_place_pick.mp4",
+            5,
+            ("put", "this", "here", "then", "take", "that"),
+            ("把|ba3", "这个|zhe4ge5", "放这里|fang4zhe4li3", "然后|ran2hou4", "拿|na2", "那个|na4ge5"),
+            (300, 700, 1400, 2100, 2600, 3100),
+            (1, 2, 5),
+            ("A", "c", "D"),
+            replace(base, duration_s=4.5),
+        ),
     ]
 
 
@@ -123,8 +160,11 @@ def make_sample_set(out: str | Path, lang: str = "en", small: bool = True) -> li
         k = (spec.rotation // 90) % 4
         dw, dh = (spec.height, spec.width) if k % 2 else (spec.width, spec.height)
         words = clip.words_zh if lang == "zh" else clip.words_en
-        audio, truth = synth.speak(words, clip.onsets_ms, spec.duration_s, voice=voice, seed=n) if words else (
-            synth.noise(spec.duration_s, seed=n), [])
+        audio, truth = (
+            synth.speak(words, clip.onsets_ms, spec.duration_s, voice=voice, seed=n)
+            if words
+            else (synth.noise(spec.duration_s, seed=n), [])
+        )
         spec = replace(spec, audio=audio if clip.audio else None)
         folder = out / f"指令{clip.instruction}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -134,16 +174,23 @@ def make_sample_set(out: str | Path, lang: str = "en", small: bool = True) -> li
         objects, spaces = _choices(lang)
         answers = [_answer(letter, stroke, dw, dh) for letter, stroke in zip(clip.answers, _strokes(clip, truth))]
         eval_gt.setdefault(clip.instruction, {})[clip.name] = {
-            "object_choices": objects, "space_choices": spaces, "answer": answers}
+            "object_choices": objects,
+            "space_choices": spaces,
+            "answer": answers,
+        }
         sep = "" if lang == "zh" else " "
-        annotations.setdefault(clip.instruction, []).append({
-            "id": f"sample{n:03d}", "video_name": clip.name, "task_template": f"指令{clip.instruction}",
-            "scene": "Office Scene", "lang": lang,
-            "asr_result": {"text": sep.join(t["text"] for t in truth), "words": truth},
-        })
+        annotations.setdefault(clip.instruction, []).append(
+            {
+                "id": f"sample{n:03d}",
+                "video_name": clip.name,
+                "task_template": f"指令{clip.instruction}",
+                "scene": "Office Scene",
+                "lang": lang,
+                "asr_result": {"text": sep.join(t["text"] for t in truth), "words": truth},
+            }
+        )
     for ins, recs in annotations.items():
         folder = out / f"指令{ins}"
         (folder / "annotations.json").write_text(json.dumps(recs, ensure_ascii=False, indent=1), encoding="utf-8")
-        (folder / "eval_gt.json").write_text(json.dumps(eval_gt[ins], ensure_ascii=False, indent=1),
-                                             encoding="utf-8")
+        (folder / "eval_gt.json").write_text(json.dumps(eval_gt[ins], ensure_ascii=False, indent=1), encoding="utf-8")
     return written

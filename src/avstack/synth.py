@@ -79,9 +79,7 @@ def read_index(rgb: np.ndarray, scale: float = 1.0) -> int:
     return out
 
 
-def write_clip(
-    path: str | os.PathLike[str], spec: ClipSpec, scene: np.ndarray | None = None
-) -> list[Fraction]:
+def write_clip(path: str | os.PathLike[str], spec: ClipSpec, scene: np.ndarray | None = None) -> list[Fraction]:
     """Write a clip; returns the true presentation time of every frame."""
     times = frame_times(spec)
     tb = Fraction(1, 90_000)
@@ -130,8 +128,12 @@ def noise(duration_s: float, rate: int = 16_000, level: float = 0.01, seed: int 
 
 
 def place_words(
-    words: Sequence[tuple[str, np.ndarray]], starts_ms: Sequence[int], duration_s: float, rate: int = 16_000,
-    noise_level: float = 0.005, seed: int = 0,
+    words: Sequence[tuple[str, np.ndarray]],
+    starts_ms: Sequence[int],
+    duration_s: float,
+    rate: int = 16_000,
+    noise_level: float = 0.005,
+    seed: int = 0,
 ) -> tuple[np.ndarray, list[dict[str, int | str]]]:
     """Put word recordings on a timeline; returns audio and the true word times."""
     audio = noise(duration_s, rate, noise_level, seed)
@@ -156,8 +158,7 @@ def speak_word(text: str, voice: str = "en", rate: int = 16_000, speed: int = 15
     if exe is None:
         raise RuntimeError("espeak-ng is not installed (apt-get install espeak-ng)")
     with tempfile.NamedTemporaryFile(suffix=".wav") as tmp:
-        subprocess.run([exe, "-v", voice, "-s", str(speed), "-w", tmp.name, text], check=True,
-                       capture_output=True)
+        subprocess.run([exe, "-v", voice, "-s", str(speed), "-w", tmp.name, text], check=True, capture_output=True)
         wav, sr = sf.read(tmp.name, dtype="float32")
     if wav.ndim > 1:
         wav = wav.mean(axis=1)
@@ -174,8 +175,14 @@ def _resample(wav: np.ndarray, sr: int, rate: int) -> np.ndarray:
     return np.interp(np.linspace(0, len(wav) - 1, n), np.arange(len(wav)), wav).astype(np.float32)
 
 
-def speak(words: Sequence[str], starts_ms: Sequence[int], duration_s: float, voice: str = "en",
-          seed: int = 0, noise_level: float = 0.005) -> tuple[np.ndarray, list[dict[str, int | str]]]:
+def speak(
+    words: Sequence[str],
+    starts_ms: Sequence[int],
+    duration_s: float,
+    voice: str = "en",
+    seed: int = 0,
+    noise_level: float = 0.005,
+) -> tuple[np.ndarray, list[dict[str, int | str]]]:
     """A spoken sentence with chosen word onsets; returns audio and true word times."""
     recs = [(w.split("|")[0], speak_word(w.split("|")[-1], voice)) for w in words]
     return place_words(recs, starts_ms, duration_s, noise_level=noise_level, seed=seed)

@@ -35,8 +35,9 @@ def _sizes_from_manifest(prepared: Path | None) -> dict[str, tuple[int, int]]:
     return {r["clip_id"]: (r["width"], r["height"]) for r in load_manifest(prepared) if r.get("width")}
 
 
-def ground_truth(root: str | Path, lang: str | None = None,
-                 prepared: Path | None = None) -> tuple[list[GtClip], list[str]]:
+def ground_truth(
+    root: str | Path, lang: str | None = None, prepared: Path | None = None
+) -> tuple[list[GtClip], list[str]]:
     """GT records for every clip, and an error line per clip that cannot be used."""
     from ...media import probe
 
@@ -50,9 +51,18 @@ def ground_truth(root: str | Path, lang: str | None = None,
                 raise DataError(f"{job.clip_id}: eval_gt entry is not an object")
             check_masks(job.clip_id, job.eval_gt)
             w, h = sizes.get(job.clip_id) or _probe_size(probe, job.path)
-            records.append(GtClip(video_name=Path(job.video).name, task_template=job.task_template or "",
-                                  width=w, height=h, eval_gt=job.eval_gt, lang=job.lang, scene=job.scene,
-                                  extra={"clip_id": job.clip_id}))
+            records.append(
+                GtClip(
+                    video_name=Path(job.video).name,
+                    task_template=job.task_template or "",
+                    width=w,
+                    height=h,
+                    eval_gt=job.eval_gt,
+                    lang=job.lang,
+                    scene=job.scene,
+                    extra={"clip_id": job.clip_id},
+                )
+            )
         except Exception as exc:
             errors.append(f"{job.clip_id}: {exc}" if job.clip_id not in str(exc) else str(exc))
     return records, errors

@@ -88,7 +88,9 @@ def prediction_of(rec: Mapping[str, Any]) -> tuple[Any, str | None]:
     return rec, None
 
 
-def score(clips: Iterable[GtClip], predictions: Iterable[Mapping[str, Any]], gt_errors: list[str] | None = None) -> EcogResult:
+def score(
+    clips: Iterable[GtClip], predictions: Iterable[Mapping[str, Any]], gt_errors: list[str] | None = None
+) -> EcogResult:
     """Score predictions (matched by video_name; the last one wins) against clips."""
     by_name: dict[str, Mapping[str, Any]] = {}
     for rec in predictions:

@@ -1,0 +1,35 @@
+# avstack — common tasks. `make setup` once, then `make demo` / `make test`.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+RUN := $(BIN)/avstack
+
+.PHONY: setup test check bench demo clean
+
+$(BIN)/avstack: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[asr-offline,dev]'
+	touch $(BIN)/avstack
+
+setup: $(BIN)/avstack
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+check: setup
+	$(BIN)/ruff check src cli tests benchmarks
+	$(BIN)/mypy src cli
+
+bench: setup
+	$(BIN)/python benchmarks/decode.py
+
+# The main job on the bundled sample data: prepare (frames + audio + ASR), then the
+# input-stack ablation with the offline `deixis` baseline, scored and reported.
+demo: setup
+	$(RUN) prepare samples/ecog_en --out out/demo/prepared --anchors full --asr-model tiny.en --lang en
+	$(RUN) ablate out/demo/prepared --model deixis --drop frame_ts --drop word_ts --out out/demo/ablate
+	@echo "report: out/demo/ablate/report.md"
+
+clean:
+	rm -rf out

@@ -1,0 +1,135 @@
+"""Provider-neutral requests and the renderers that format them per API.
+
+Renderers never decide what goes in; they only format what the stack builder put there.
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class Image:
+    path: str  # absolute, or relative to Request.root
+    pts_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Video:
+    path: str
+
+
+@dataclass(frozen=True)
+class Audio:
+    path: str
+
+
+Part = Text | Image | Video | Audio
+
+
+@dataclass(frozen=True)
+class Request:
+    system: str
+    parts: tuple[Part, ...]
+    root: str = ""  # folder that relative media paths are under
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def path_of(self, part: Image | Video | Audio) -> Path:
+        p = Path(part.path)
+        return p if p.is_absolute() else Path(self.root) / p
+
+    def to_neutral(self) -> dict[str, Any]:
+        parts = []
+        for p in self.parts:
+            kind = type(p).__name__.lower()
+            parts.append({"type": kind, **{k: v for k, v in p.__dict__.items() if v is not None}})
+        return {"system": self.system, "parts": parts, "root": self.root}
+
+    @classmethod
+    def from_neutral(cls, data: dict[str, Any]) -> Request:
+        kinds = {"text": Text, "image": Image, "video": Video, "audio": Audio}
+        parts = tuple(kinds[p["type"]](**{k: v for k, v in p.items() if k != "type"}) for p in data["parts"])
+        return cls(system=data["system"], parts=parts, root=data.get("root", ""))
+
+
+def _data_url(path: Path) -> str:
+    mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}"
+
+
+def to_openai(req: Request, media: str = "data", detail: str | None = None) -> list[dict[str, Any]]:
+    """Chat-completions messages; media as data URLs (`data`) or file paths (`path`)."""
+
+    def url(part: Image | Video | Audio) -> str:
+        path = req.path_of(part)
+        return _data_url(path) if media == "data" else str(path)
+
+    content: list[dict[str, Any]] = []
+    for p in req.parts:
+        if isinstance(p, Text):
+            content.append({"type": "text", "text": p.text})
+        elif isinstance(p, Image):
+            img: dict[str, Any] = {"url": url(p)}
+            if detail:
+                img["detail"] = detail
+            content.append({"type": "image_url", "image_url": img})
+        elif isinstance(p, Video):
+            content.append({"type": "video_url", "video_url": {"url": url(p)}})
+        elif isinstance(p, Audio):
+            content.append({"type": "input_audio", "input_audio": {"data": url(p), "format": "wav"}})
+    return [{"role": "system", "content": req.system}, {"role": "user", "content": content}]
+
+
+def to_gemini(req: Request, media: str = "data") -> dict[str, Any]:
+    """`contents` + system instruction for google-genai; a video is a file to upload."""
+    parts: list[dict[str, Any]] = []
+    for p in req.parts:
+        if isinstance(p, Text):
+            parts.append({"text": p.text})
+            continue
+        path = req.path_of(p)
+        mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        if isinstance(p, Video):
+            parts.append({"file_data": {"file_uri": str(path), "mime_type": mime, "upload": True}})
+        elif media == "data":
+            parts.append({"inline_data": {"mime_type": mime, "data": base64.b64encode(path.read_bytes()).decode()}})
+        else:
+            parts.append({"inline_data": {"mime_type": mime, "path": str(path)}})
+    return {"system_instruction": req.system, "contents": [{"role": "user", "parts": parts}]}
+
+
+def to_hf(req: Request) -> list[dict[str, Any]]:
+    """A chat-template message list (Qwen-VL style) with local paths."""
+    content: list[dict[str, Any]] = []
+    for p in req.parts:
+        if isinstance(p, Text):
+            content.append({"type": "text", "text": p.text})
+        elif isinstance(p, Image):
+            content.append({"type": "image", "image": str(req.path_of(p))})
+        elif isinstance(p, Video):
+            content.append({"type": "video", "video": str(req.path_of(p))})
+        elif isinstance(p, Audio):
+            content.append({"type": "audio", "audio": str(req.path_of(p))})
+    return [{"role": "system", "content": [{"type": "text", "text": req.system}]}, {"role": "user", "content": content}]
+
+
+RENDERERS = {"openai": to_openai, "gemini": to_gemini, "hf": to_hf}
+
+
+def render(req: Request, fmt: str, media: str = "path") -> Any:
+    if fmt == "neutral":
+        return req.to_neutral()
+    if fmt == "hf":
+        return to_hf(req)
+    if fmt not in RENDERERS:
+        raise ValueError(f"format must be one of neutral, {', '.join(RENDERERS)}; found {fmt!r}")
+    return RENDERERS[fmt](req, media=media)

@@ -1,0 +1,193 @@
+"""Offline baselines that need no key.
+
+`chance` and `deixis` read only what the rendered request carries, parsed as a
+model would see it, so an ablation affects them exactly as it would a model.
+Only `oracle` looks at the ground truth.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import random
+import re
+from typing import Any
+
+import cv2
+import numpy as np
+
+from ..messages import Request, Text
+from .base import Answer
+
+DEICTIC = {
+    "this",
+    "that",
+    "these",
+    "those",
+    "here",
+    "there",
+    "it",
+    "its",
+    "这",
+    "那",
+    "这个",
+    "那个",
+    "这里",
+    "那里",
+    "这儿",
+    "那儿",
+    "这边",
+    "那边",
+    "它",
+    "放这里",
+    "放那里",
+}
+_OPTION = re.compile(r"^([A-Za-z])\.\s")
+_TS = re.compile(r"^<timestamp_ms>(\d+)$")
+_ASR = re.compile(r"<asr_data>\n(.*?)\n", re.S)
+DEFAULT_SPAN_MS = 5000
+
+
+def _rng(request: Request, seed: int) -> random.Random:
+    key = f"{seed}:{request.meta.get('clip_id', request.system)}"
+    return random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
+
+
+def seen_options(request: Request) -> tuple[list[str], list[str]]:
+    """Object and space letters from the system prompt's option list."""
+    letters = [m.group(1) for line in request.system.splitlines() if (m := _OPTION.match(line.strip()))]
+    return [c for c in letters if c.isupper()], [c for c in letters if c.islower()]
+
+
+def seen_roles(request: Request) -> list[str]:
+    """Referent roles in order, from the per-instruction guidance line of the system prompt."""
+    for line in request.system.splitlines():
+        if line.startswith(("This clip:", "本片段")):
+            return re.findall(r"target_object|spatial_affordance", line) or ["target_object"]
+    return ["target_object"]
+
+
+def seen_words(request: Request) -> list[dict[str, Any]]:
+    text = "\n".join(p.text for p in request.parts if isinstance(p, Text))
+    m = _ASR.search(text)
+    if not m:
+        return []
+    try:
+        return list(json.loads(m.group(1)).get("words", []))
+    except (json.JSONDecodeError, AttributeError):
+        return []
+
+
+def seen_span_ms(request: Request) -> int:
+    """How long the clip looks: the last frame timestamp shown, else the last word, else a default."""
+    stamps = [int(m.group(1)) for p in request.parts if isinstance(p, Text) and (m := _TS.match(p.text))]
+    words = seen_words(request)
+    ends = [int(w.get("end_time", 0)) for w in words if isinstance(w.get("end_time"), int)]
+    return max(stamps + ends, default=0) or DEFAULT_SPAN_MS
+
+
+def _guess(
+    rng: random.Random, roles: list[str], objects: list[str], spaces: list[str], times: list[int]
+) -> dict[str, Any]:
+    options, points = [], []
+    for role, ts in zip(roles, times):
+        pool = (objects if role == "target_object" else spaces) or objects + spaces or ["A"]
+        options.append(rng.choice(pool))
+        points.append({"type": role, "point": [rng.randint(0, 1000), rng.randint(0, 1000)], "timestamp": ts})
+    return {"selected_options": options, "point_list": points}
+
+
+class Chance:
+    name = "chance"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+        rng = _rng(request, self.seed)
+        roles = seen_roles(request)
+        objects, spaces = seen_options(request)
+        span = seen_span_ms(request)
+        times = [rng.randint(0, span) for _ in roles]
+        return Answer(json.dumps(_guess(rng, roles, objects, spaces, times)))
+
+
+class Deixis:
+    """When from the word times of deictic words, in order; What and Where at chance."""
+
+    name = "deixis"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+        rng = _rng(request, self.seed)
+        roles = seen_roles(request)
+        objects, spaces = seen_options(request)
+        words = [w for w in seen_words(request) if "begin_time" in w and "end_time" in w]
+        deictic = [w for w in words if str(w.get("text", "")).strip(".,!?。，！？").lower() in DEICTIC]
+        span = seen_span_ms(request)
+        times = []
+        for i in range(len(roles)):
+            if i < len(deictic):
+                w = deictic[i]
+                times.append((int(w["begin_time"]) + int(w["end_time"])) // 2)
+            else:
+                times.append(rng.randint(0, span))
+        # What/Where draws use a separate stream so they match `chance` regardless of When
+        return Answer(json.dumps(_guess(_rng(request, self.seed), roles, objects, spaces, times)))
+
+
+def _mask_point(mask: dict[str, Any], width: int, height: int) -> tuple[int, int] | None:
+    """A pixel inside the mask, nearest its centroid (full-frame or bbox-crop masks)."""
+    try:
+        img = cv2.imdecode(np.frombuffer(base64.b64decode(mask["mask_base64"]), np.uint8), cv2.IMREAD_GRAYSCALE)
+        x1, y1, x2, y2 = mask["bbox"]
+    except Exception:
+        return None
+    if img is None:
+        return None
+    if img.shape != (height, width):
+        img = cv2.resize(img, (max(1, x2 - x1), max(1, y2 - y1)), interpolation=cv2.INTER_NEAREST)
+        full = np.zeros((height, width), np.uint8)
+        full[y1 : y1 + img.shape[0], x1 : x1 + img.shape[1]] = img[: height - y1, : width - x1]
+        img = full
+    ys, xs = np.nonzero(img > 128)
+    inside = (xs >= x1) & (xs <= x2) & (ys >= y1) & (ys <= y2)
+    ys, xs = ys[inside], xs[inside]
+    if not len(xs):
+        return None
+    i = int(np.argmin((xs - xs.mean()) ** 2 + (ys - ys.mean()) ** 2))
+    return int(xs[i]), int(ys[i])
+
+
+def _to_norm(px: int, size: int) -> float:
+    return (px + 0.5) * 1000 / size  # the scorer's int(x * size / 1000) gives px back
+
+
+class Oracle:
+    """Answers from the ground truth: the whole pipeline must then score 100%."""
+
+    name = "oracle"
+
+    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+        if not truth:
+            raise ValueError("oracle needs the clip's ground truth (eval_gt, width, height)")
+        w, h = truth["width"], truth["height"]
+        options, points = [], []
+        for ans in truth["eval_gt"].get("answer", []):
+            options.append(ans["choice"])
+            pt = _mask_point(ans["mask"], w, h) if ans.get("mask") else None
+            if pt is not None:
+                point = [_to_norm(pt[0], w), _to_norm(pt[1], h)]
+            else:
+                ys, xs = (
+                    zip(*ans["points"])
+                    if isinstance(ans["points"][0], list)
+                    else ([ans["points"][0]], [ans["points"][1]])
+                )
+                point = [sum(xs) / len(xs), sum(ys) / len(ys)]
+            ts = (ans["stroke_begin_time"] + ans["stroke_end_time"]) // 2
+            points.append({"point": point, "timestamp": ts})
+        return Answer(json.dumps({"selected_options": options, "point_list": points}))

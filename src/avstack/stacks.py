@@ -1,0 +1,55 @@
+"""Input stacks as data: which anchors (cues) a request carries.
+
+An ablation is a value here; only the prompt builders read it. Back-ends
+receive finished requests and know nothing about anchors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+ALL_ANCHORS = ("frames", "frame_ts", "asr", "word_ts", "video", "audio")
+DROPPABLE = ("frame_ts", "word_ts", "asr", "frames")
+VARIANTS = {
+    "full": frozenset({"frames", "frame_ts", "asr", "word_ts"}),  # the paper's Images+ASR
+    "video": frozenset({"video"}),  # native Video-Omni: the file with its audio
+    "text": frozenset({"asr", "word_ts"}),  # language-only probe: no visual input
+}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A named set of anchors, e.g. full - frame_ts."""
+
+    variant: str
+    anchors: frozenset[str]
+    dropped: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.variant + "".join(f"-no_{d}" for d in self.dropped)
+
+    def has(self, anchor: str) -> bool:
+        return anchor in self.anchors
+
+
+def make_stack(variant: str = "full", drop: Iterable[str] = ()) -> Stack:
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; found {variant!r}")
+    drop = tuple(dict.fromkeys(drop))
+    bad = [d for d in drop if d not in DROPPABLE]
+    if bad:
+        raise ValueError(f"--drop takes {', '.join(DROPPABLE)}; found {', '.join(bad)}")
+    anchors = set(VARIANTS[variant]) - set(drop)
+    if "asr" not in anchors:
+        anchors.discard("word_ts")  # word times live inside the ASR block
+    if "frames" not in anchors:
+        anchors.discard("frame_ts")
+    return Stack(variant, frozenset(anchors), drop)
+
+
+def parse_stack_name(name: str) -> Stack:
+    """Inverse of Stack.name: 'full-no_frame_ts' -> full minus frame_ts."""
+    variant, *rest = name.split("-no_")
+    return make_stack(variant, rest)

@@ -1,0 +1,208 @@
+"""EcoG prompts (EN and ZH, same structure) and request building from a manifest record.
+
+Structure follows the benchmark protocol (FORMAT.md, "Input stacks"): a system
+prompt with the clip's option list, the JSON template, the coordinate
+convention and one line of guidance per instruction; a user turn with
+`<instruction>`, `<asr_data>` with its note, and the frames, each preceded by
+`<timestamp_ms>N` carrying the frame's true pts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...messages import Image, Part, Request, Text, Video
+from ...stacks import Stack
+
+PROMPT_VERSION = "ecog-1"
+
+TEXT = {
+    "en": {
+        "role": "You are an embodied vision-language assistant. Your task is Ego-centric Co-Speech Intent "
+        "Grounding (EcoG): from first-person video and the user's speech, work out what the user "
+        "wants done and return the options, points and moments that ground it.",
+        "options": "Options:",
+        "objects": "Objects:",
+        "spaces": "Places:",
+        "rules": "Rules:\n1. Output one valid JSON object and nothing else.\n2. Coordinates: {coord} "
+        "Take every point on the LAST frame of the sequence.\n3. `target_object` is the thing the "
+        "user wants to grasp or move; `spatial_affordance` is the place it goes, or the reference "
+        "area of a spatial relation.",
+        "coord_xy": "[x, y] integers in 0-1000 (x across, y down), (0, 0) at the top-left.",
+        "coord_yx": "[y, x] integers in 0-1000 (y down, x across), (0, 0) at the top-left.",
+        "template": "JSON template (same keys, same structure):",
+        "fields": "- `selected_options`: option labels in the order the actions are carried out.\n"
+        "- `point_list`: same length and order as `selected_options`; `point` on the last frame; "
+        "`timestamp` an integer in ms: the moment the pointing gesture is held steady on that "
+        "referent (the stroke peak).",
+        "guide": {
+            "指令1": "This clip: the user points without speaking. One target_object.",
+            "指令2": 'This clip: one object is handled ("pick this up"). One target_object.',
+            "指令3": 'This clip: an object is placed ("put this here"). target_object -> spatial_affordance.',
+            "指令4": 'This clip: a relational placement ("put this to its right"). '
+            "target_object -> spatial_affordance.",
+            "指令5": "This clip: place then pick. target_object -> spatial_affordance -> target_object.",
+            "指令6": "This clip: place then place. target_object -> spatial_affordance -> target_object "
+            "-> spatial_affordance.",
+        },
+        "end": "Output raw JSON only.",
+        "silent": "The user did not speak; they only pointed.",
+        "asr_note": "Note: the ASR words carry timestamps (begin_time, end_time, ms from clip start).",
+        "asr_note_text": "Note: the ASR gives the transcript text only (no word timestamps).",
+        "ask_frames": "Analyse the video frames together with the inputs above and answer in the JSON format.",
+        "ask_video": "Analyse the video (with its audio) together with the inputs above and answer in the JSON format.",
+        "ask_text": "No visual input is given. Answer from the inputs above in the JSON format.",
+        "frames_head": "Video frames, in time order:",
+        "last": "(last frame)",
+    },
+    "zh": {
+        "role": "你是具备具身智能的视觉-语言助手。你的任务是第一人称视角的伴随语音意图定位（EcoG）：根据第一人称视频和"
+        "用户的语音，理解用户要做什么，并给出对应的选项、坐标点和时刻。",
+        "options": "选项：",
+        "objects": "物体：",
+        "spaces": "位置：",
+        "rules": "规则：\n1. 只输出一个合法的 JSON 对象，不要输出其他内容。\n2. 坐标：{coord}"
+        "所有坐标都取自序列的【最后一帧】。\n3. `target_object` 是用户要拿起或移动的物体；"
+        "`spatial_affordance` 是物体要放到的位置，或空间关系所参照的区域。",
+        "coord_xy": "[x, y] 整数，范围 0-1000（x 为横向，y 为纵向），(0, 0) 为左上角。",
+        "coord_yx": "[y, x] 整数，范围 0-1000（y 为纵向，x 为横向），(0, 0) 为左上角。",
+        "template": "JSON 模板（键名与结构必须一致）：",
+        "fields": "- `selected_options`：按动作执行先后排列的选项标号。\n"
+        "- `point_list`：长度与顺序与 `selected_options` 一致；`point` 取自最后一帧；"
+        "`timestamp` 为整数毫秒：手指稳定指向该对象的时刻（指向动作的峰值）。",
+        "guide": {
+            "指令1": "本片段：用户不说话，只用手指指向。一个 target_object。",
+            "指令2": "本片段：单物体操作（“把这个拿起来”）。一个 target_object。",
+            "指令3": "本片段：单物体放置（“把这个放到这里”）。target_object -> spatial_affordance。",
+            "指令4": "本片段：关系型放置（“把这个放到它的右边”）。target_object -> spatial_affordance。",
+            "指令5": "本片段：先放后拿。target_object -> spatial_affordance -> target_object。",
+            "指令6": "本片段：先放后放。target_object -> spatial_affordance -> target_object -> spatial_affordance。",
+        },
+        "end": "只输出 JSON。",
+        "silent": "用户没有说话，只是用手指了指。",
+        "asr_note": "注意：ASR 的每个词带有时间戳（begin_time、end_time，单位毫秒，从片段开始计）。",
+        "asr_note_text": "注意：ASR 只给出转写文本（没有词级时间戳）。",
+        "ask_frames": "请结合视频帧与上述输入进行分析，并按要求的 JSON 格式输出。",
+        "ask_video": "请结合视频（含音频）与上述输入进行分析，并按要求的 JSON 格式输出。",
+        "ask_text": "没有提供任何视觉输入。请根据上述输入，按要求的 JSON 格式输出。",
+        "frames_head": "视频帧（按时间顺序）：",
+        "last": "（最后一帧）",
+    },
+}
+
+TEMPLATE = {
+    "reasoning": "...",
+    "explicit_command": "...",
+    "selected_options": ["A", "b"],
+    "point_list": [
+        {"type": "target_object", "description": "...", "point": [500, 300], "timestamp": 1200},
+        {"type": "spatial_affordance", "description": "...", "point": [300, 500], "timestamp": 3200},
+    ],
+}
+
+
+def lang_of(record: dict[str, Any], default: str = "en") -> str:
+    lang = (record.get("lang") or default or "en").lower()
+    return "zh" if lang.startswith("zh") or lang in ("cn", "cmn", "zn") else "en"
+
+
+def system_prompt(record: dict[str, Any], lang: str, coord_order: str = "xy") -> str:
+    t = TEXT[lang]
+    gt = record.get("eval_gt") or {}
+    options = [t["options"]]
+    if gt.get("object_choices"):
+        options += [t["objects"], *gt["object_choices"]]
+    if gt.get("space_choices"):
+        options += [t["spaces"], *gt["space_choices"]]
+    coord = t["coord_yx"] if coord_order == "yx" else t["coord_xy"]
+    parts = [
+        t["role"],
+        "\n".join(options),
+        t["rules"].format(coord=coord),
+        t["template"] + "\n" + json.dumps(TEMPLATE, ensure_ascii=False, indent=1),
+        t["fields"],
+    ]
+    guide = t["guide"].get(record.get("task_template") or "")
+    if guide:
+        parts.append(guide)
+    parts.append(t["end"])
+    return "\n\n".join(parts)
+
+
+def pick_asr(record: dict[str, Any], source: str | None) -> dict[str, Any] | None:
+    """`whisper` (ours, from prepare) or `source` (the annotations' verified asr_result).
+
+    Default: ours when prepared, else the source.
+    """
+    ours, theirs = record.get("asr"), record.get("source_asr")
+    if source == "whisper":
+        return ours
+    if source == "source":
+        return theirs
+    return ours if ours is not None else theirs
+
+
+def asr_block(asr: dict[str, Any], with_times: bool) -> dict[str, Any]:
+    if not with_times:
+        return {"text": asr.get("text", "")}
+    words = [
+        {"text": w["text"], "begin_time": w["begin_time"], "end_time": w["end_time"]} for w in asr.get("words", [])
+    ]
+    return {"text": asr.get("text", ""), "words": words}
+
+
+def user_text(record: dict[str, Any], stack: Stack, lang: str, asr: dict[str, Any] | None) -> str:
+    t = TEXT[lang]
+    spoken = (asr or {}).get("text", "").strip()
+    silent = record.get("task_template") == "指令1" or not spoken
+    chunks = [f"<instruction>\n{t['silent'] if silent else spoken}\n</instruction>"]
+    if stack.has("asr") and asr is not None and not silent:
+        with_times = stack.has("word_ts")
+        note = t["asr_note"] if with_times else t["asr_note_text"]
+        body = json.dumps(asr_block(asr, with_times), ensure_ascii=False)
+        chunks.append(f"<asr_data>\n{body}\n{note}\n</asr_data>")
+    ask = "ask_video" if stack.has("video") else "ask_frames" if stack.has("frames") else "ask_text"
+    chunks.append(t[ask])
+    return "\n".join(chunks)
+
+
+def frame_parts(record: dict[str, Any], stack: Stack, lang: str) -> list[Part]:
+    parts: list[Part] = [Text(TEXT[lang]["frames_head"])]
+    last_index = (record.get("last_frame") or {}).get("index")
+    for f in record.get("frames", []):
+        if stack.has("frame_ts"):
+            parts.append(Text(f"<timestamp_ms>{f['pts_ms']}"))
+        parts.append(Image(f["path"], f["pts_ms"]))
+    if last_index is not None and record.get("frames") and record["frames"][-1]["index"] == last_index:
+        parts.append(Text(TEXT[lang]["last"]))
+    return parts
+
+
+def build_request(
+    record: dict[str, Any],
+    stack: Stack,
+    prepared_dir: str,
+    lang: str | None = None,
+    coord_order: str = "xy",
+    asr_source: str | None = None,
+    data_root: str | None = None,
+) -> Request:
+    """The request for one prepared clip under one stack."""
+    lang = lang or lang_of(record)
+    asr = pick_asr(record, asr_source)
+    parts: list[Part] = [Text(user_text(record, stack, lang, asr))]
+    if stack.has("video"):
+        if data_root is None:
+            raise ValueError("the video variant needs the data root (recorded in prepare.json)")
+        parts.append(Video(f"{data_root}/{record['video']}"))
+    elif stack.has("frames"):
+        parts += frame_parts(record, stack, lang)
+    meta = {
+        "clip_id": record["clip_id"],
+        "stack": stack.name,
+        "prompt_version": PROMPT_VERSION,
+        "coord_order": coord_order,
+        "lang": lang,
+    }
+    return Request(system=system_prompt(record, lang, coord_order), parts=tuple(parts), root=prepared_dir, meta=meta)

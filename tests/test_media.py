@@ -1,0 +1,127 @@
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from avstack import media, synth
+
+
+def _clip(tmp_path, name, **kw):
+    path = tmp_path / name
+    times = synth.write_clip(path, synth.ClipSpec(**kw))
+    return path, [media.ms(t) for t in times]
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"codec": "libx264"},
+        {"codec": "libx265"},
+        {"codec": "libx264", "vfr": True},
+        {"codec": "libx264", "bframes": False},
+        {"codec": "libx265", "vfr": True},
+    ],
+)
+def test_sampled_frames_carry_true_pts_and_are_the_frames_shown(tmp_path, kw):
+    path, written = _clip(tmp_path, "c.mp4", **kw)
+    assert media.all_frame_times(path) == written  # the container keeps what we wrote
+    sample = media.sample_frames(path, fps=2)
+    for f in sample.frames:
+        assert synth.read_index(f.image) == f.index  # pixels really are that frame
+        assert f.pts_ms == written[f.index]
+    # the frame shown at t is the last frame whose pts <= t
+    for t in media.target_times(sample.info.duration_ms, 2):
+        t_ms = t * 1000
+        shown = max(i for i, p in enumerate(written) if p <= t_ms)
+        assert shown in {f.index for f in sample.frames}
+    assert sample.last.index == len(written) - 1
+    assert sample.last.pts_ms == written[-1]
+    assert sample.info.vfr == kw.get("vfr", False)
+
+
+def test_vfr_times_are_not_index_over_fps(tmp_path):
+    path, written = _clip(tmp_path, "vfr.mp4", vfr=True, duration_s=3)
+    sample = media.sample_frames(path, fps=2)
+    assert any(f.pts_ms != round(f.index * 1000 / sample.info.fps) for f in sample.frames)
+
+
+def test_rotated_mov_is_upright_and_reports_display_size(tmp_path):
+    path, _ = _clip(tmp_path, "rot.MOV", width=480, height=272, rotation=90)
+    info = media.probe(path)
+    assert (info.rotation, info.coded_width, info.coded_height) == (90, 480, 272)
+    assert (info.width, info.height) == (272, 480)
+    img = media.sample_frames(path).last.image
+    assert img.shape[:2] == (480, 272)
+    # the index code drawn at the coded top-left edge shows at the display's left edge, bottom
+    # (a 90 degree counter-clockwise display rotation, as ffmpeg shows it)
+    assert synth.read_index(np.rot90(img, -1)) == media.sample_frames(path).last.index
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg CLI not installed")
+def test_rotation_matches_ffmpeg_autorotate(tmp_path):
+    path, _ = _clip(tmp_path, "rot.MOV", width=480, height=272, rotation=90, duration_s=0.5)
+    png = tmp_path / "ff.png"
+    subprocess.run(["ffmpeg", "-v", "error", "-i", str(path), "-frames:v", "1", str(png)], check=True)
+    import cv2
+
+    ff = cv2.cvtColor(cv2.imread(str(png)), cv2.COLOR_BGR2RGB)
+    ours = media.sample_frames(path, times_ms=[0]).frames[0].image
+    assert ff.shape == ours.shape
+    assert np.abs(ff.astype(int) - ours.astype(int)).mean() < 3
+
+
+def test_max_frames_thins_uniformly_and_keeps_last(tmp_path):
+    path, written = _clip(tmp_path, "c.mp4", duration_s=4)
+    times = media.target_times(4000, 2, max_frames=4)
+    assert [float(t) for t in times] == [0.0, 1.0, 2.5, 3.5]
+    sample = media.sample_frames(path, fps=2, max_frames=4)
+    assert sample.last.index == len(written) - 1
+    assert len(sample.frames) == 5
+
+
+def test_explicit_times(tmp_path):
+    path, written = _clip(tmp_path, "c.mp4")
+    sample = media.sample_frames(path, times_ms=[0, 40, 1234])
+    assert [f.pts_ms for f in sample.frames][:3] == [0, 33, 1233]
+
+
+def test_audio_is_16k_mono_and_missing_audio_is_none(tmp_path):
+    path, _ = _clip(tmp_path, "a.mp4", audio=synth.noise(1.0, level=0.1), duration_s=1)
+    audio = media.load_audio(path)
+    assert audio.dtype == np.float32 and audio.ndim == 1
+    assert abs(len(audio) - 16000) < 2048
+    silent, _ = _clip(tmp_path, "s.mp4", duration_s=0.5)
+    assert media.load_audio(silent) is None
+    assert media.probe(silent).has_audio is False
+
+
+@pytest.mark.parametrize("thread_type", ["AUTO", "FRAME", "SLICE", "NONE"])
+def test_thread_types_give_identical_frames(tmp_path, thread_type):
+    path, _ = _clip(tmp_path, "c.mp4", duration_s=1)
+    ref = media.sample_frames(path, thread_type="NONE")
+    got = media.sample_frames(path, thread_type=thread_type)
+    assert [f.index for f in got.frames] == [f.index for f in ref.frames]
+    assert all(np.array_equal(a.image, b.image) for a, b in zip(got.frames, ref.frames))
+
+
+def test_corrupt_and_empty_files_raise_media_error_naming_the_file(tmp_path):
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(b"\x00" * 1000)
+    with pytest.raises(media.MediaError, match="bad.mp4"):
+        media.probe(bad)
+    empty = tmp_path / "empty.mp4"
+    empty.write_bytes(b"")
+    with pytest.raises(media.MediaError, match="empty.mp4"):
+        media.sample_frames(empty)
+
+
+def test_jpeg_max_side(tmp_path):
+    img = synth.draw_frame(5, 640, 360)
+    out = tmp_path / "f.jpg"
+    media.write_jpeg(out, img, quality=95, max_side=320)
+    import cv2
+
+    back = cv2.imread(str(out))
+    assert back.shape[:2] == (180, 320)
+    assert synth.read_index(back[..., ::-1], scale=0.5) == 5
