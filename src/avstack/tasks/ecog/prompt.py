@@ -91,15 +91,15 @@ TEXT = {
     },
 }
 
-TEMPLATE = {
-    "reasoning": "...",
-    "explicit_command": "...",
-    "selected_options": ["A", "b"],
-    "point_list": [
-        {"type": "target_object", "description": "...", "point": [500, 300], "timestamp": 1200},
-        {"type": "spatial_affordance", "description": "...", "point": [300, 500], "timestamp": 3200},
-    ],
-}
+TEMPLATE = """{
+  "reasoning": "...",
+  "explicit_command": "...",
+  "selected_options": ["A", "b"],
+  "point_list": [
+    {"type": "target_object", "description": "...", "point": [500, 300], "timestamp": 1200},
+    {"type": "spatial_affordance", "description": "...", "point": [300, 500], "timestamp": 3200}
+  ]
+}"""
 
 
 def lang_of(record: dict[str, Any], default: str = "en") -> str:
@@ -120,7 +120,7 @@ def system_prompt(record: dict[str, Any], lang: str, coord_order: str = "xy") ->
         t["role"],
         "\n".join(options),
         t["rules"].format(coord=coord),
-        t["template"] + "\n" + json.dumps(TEMPLATE, ensure_ascii=False, indent=1),
+        t["template"] + "\n" + TEMPLATE,
         t["fields"],
     ]
     guide = t["guide"].get(record.get("task_template") or "")

