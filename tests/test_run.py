@@ -4,6 +4,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from avstack_cli.app import app
 from typer.testing import CliRunner
 
 from avstack.ablate import ablate, load_run
@@ -11,7 +12,6 @@ from avstack.report import write_report
 from avstack.run import RunSettings, run, score_run
 from avstack.runners import make_backend
 from avstack.stacks import make_stack
-from avstack_cli.app import app
 
 SECRET = "sk-test-SECRET-do-not-leak-123"
 

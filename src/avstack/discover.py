@@ -76,7 +76,7 @@ def _folder_jobs(root: Path, folder: Path, lang: str | None) -> list[ClipJob]:
     except DataError as exc:
         eval_gt, gt_problem = {}, str(exc)
     else:
-        gt_problem = None
+        gt_problem = ""
     jobs = []
     named = set()
     for rec in annotations:
@@ -87,7 +87,7 @@ def _folder_jobs(root: Path, folder: Path, lang: str | None) -> list[ClipJob]:
             jobs.append(_problem_job(root, folder, str(name), str(exc)))
             continue
         named.add(path.name)
-        problem = None
+        problem: str | None = None
         if not path.is_file():
             problem = f"{name!r} listed in {folder / 'annotations.json'} but the video file is missing"
         elif gt_problem:

@@ -196,7 +196,7 @@ def sample_frames(
     with open_video(path) as container:
         stream = container.streams.video[0]
         _configure_threads(stream, thread_type)
-        tb = stream.time_base
+        tb = stream.time_base or Fraction(1, 90_000)
         start = _stream_start(stream)
         kept: dict[int, Frame] = {}
         prev: tuple[int, Fraction, av.VideoFrame] | None = None
@@ -248,7 +248,7 @@ def all_frame_times(path: str | os.PathLike[str]) -> list[int]:
         for frame in container.decode(stream):
             if start is None:
                 start = frame.pts
-            out.append(ms(Fraction(frame.pts - start) * stream.time_base))
+            out.append(ms(Fraction((frame.pts or 0) - (start or 0)) * (stream.time_base or Fraction(1, 90_000))))
         return out
 
 

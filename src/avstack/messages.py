@@ -122,14 +122,13 @@ def to_hf(req: Request) -> list[dict[str, Any]]:
     return [{"role": "system", "content": [{"type": "text", "text": req.system}]}, {"role": "user", "content": content}]
 
 
-RENDERERS = {"openai": to_openai, "gemini": to_gemini, "hf": to_hf}
-
-
 def render(req: Request, fmt: str, media: str = "path") -> Any:
     if fmt == "neutral":
         return req.to_neutral()
     if fmt == "hf":
         return to_hf(req)
-    if fmt not in RENDERERS:
-        raise ValueError(f"format must be one of neutral, {', '.join(RENDERERS)}; found {fmt!r}")
-    return RENDERERS[fmt](req, media=media)
+    if fmt == "openai":
+        return to_openai(req, media=media)
+    if fmt == "gemini":
+        return to_gemini(req, media=media)
+    raise ValueError(f"format must be one of neutral, openai, gemini, hf; found {fmt!r}")

@@ -39,7 +39,7 @@ def summary_table(result: dict[str, Any]) -> str:
     return markdown_table(header, rows) + foot
 
 
-PUBLISHED = {  # ../shared/ecog/FORMAT.md, overall, percent
+PUBLISHED: dict[str, dict[str, Any]] = {  # ../shared/ecog/FORMAT.md, overall, percent
     "acc_eco": {
         "native video: Gemini-3-Pro": 17.0,
         "native video: Gemini-3-Flash": 7.0,

@@ -158,7 +158,7 @@ def run(
     from .media import atomic_write
 
     atomic_write(pred_path, body.encode())
-    bid = backend_id or getattr(backend, "name", "backend")
+    bid: str = backend_id or str(getattr(backend, "name", "backend"))
     write_json_atomic(
         out / "run.json",
         {

@@ -186,7 +186,7 @@ def make_sample_set(out: str | Path, lang: str = "en", small: bool = True) -> li
                 "task_template": f"指令{clip.instruction}",
                 "scene": "Office Scene",
                 "lang": lang,
-                "asr_result": {"text": sep.join(t["text"] for t in truth), "words": truth},
+                "asr_result": {"text": sep.join(str(t["text"]) for t in truth), "words": truth},
             }
         )
     for ins, recs in annotations.items():

@@ -11,6 +11,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import av
 import numpy as np
@@ -89,7 +90,7 @@ def write_clip(path: str | os.PathLike[str], spec: ClipSpec, scene: np.ndarray |
             opts["bf"] = "2" if spec.bframes else "0"
         elif spec.codec == "libx265":
             opts["x265-params"] = f"bframes={2 if spec.bframes else 0}:log-level=error"
-        vs = out.add_stream(spec.codec, rate=spec.fps, options=opts)
+        vs: Any = out.add_stream(spec.codec, rate=spec.fps, options=opts)
         vs.width, vs.height, vs.pix_fmt = spec.width, spec.height, "yuv420p"
         vs.time_base = tb
         vs.codec_context.time_base = tb
@@ -109,7 +110,7 @@ def write_clip(path: str | os.PathLike[str], spec: ClipSpec, scene: np.ndarray |
     return times
 
 
-def _write_audio(out: av.container.OutputContainer, stream: av.AudioStream, audio: np.ndarray, rate: int) -> None:
+def _write_audio(out: av.container.OutputContainer, stream: Any, audio: np.ndarray, rate: int) -> None:
     samples = np.clip(audio, -1, 1).astype(np.float32)
     chunk = 1024
     for start in range(0, len(samples), chunk):
@@ -134,7 +135,7 @@ def place_words(
     rate: int = 16_000,
     noise_level: float = 0.005,
     seed: int = 0,
-) -> tuple[np.ndarray, list[dict[str, int | str]]]:
+) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Put word recordings on a timeline; returns audio and the true word times."""
     audio = noise(duration_s, rate, noise_level, seed)
     truth = []
@@ -182,7 +183,7 @@ def speak(
     voice: str = "en",
     seed: int = 0,
     noise_level: float = 0.005,
-) -> tuple[np.ndarray, list[dict[str, int | str]]]:
+) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """A spoken sentence with chosen word onsets; returns audio and true word times."""
     recs = [(w.split("|")[0], speak_word(w.split("|")[-1], voice)) for w in words]
     return place_words(recs, starts_ms, duration_s, noise_level=noise_level, seed=seed)

@@ -76,7 +76,7 @@ def gt_referents(eval_gt: dict[str, Any], width: int, height: int) -> tuple[list
         options.append(choice)
         is_object = choice.isupper()
         pts = ans.get("points")
-        points_px = None
+        points_px: Any = None
         if pts:
             # eval_gt points are [y, x] normalized 0-1000
             if isinstance(pts[0], list):

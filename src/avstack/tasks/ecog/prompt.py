@@ -17,7 +17,7 @@ from ...stacks import Stack
 
 PROMPT_VERSION = "ecog-1"
 
-TEXT = {
+TEXT: dict[str, dict[str, Any]] = {
     "en": {
         "role": "You are an embodied vision-language assistant. Your task is Ego-centric Co-Speech Intent "
         "Grounding (EcoG): from first-person video and the user's speech, work out what the user "

@@ -93,13 +93,15 @@ def score(
 ) -> EcogResult:
     """Score predictions (matched by video_name; the last one wins) against clips."""
     by_name: dict[str, Mapping[str, Any]] = {}
-    for rec in predictions:
-        by_name[str(rec.get("video_name"))] = rec
+    for p in predictions:
+        by_name[str(p.get("video_name"))] = p
     result = EcogResult(clips=[], gt_errors=list(gt_errors or []))
     names = set()
     for clip in clips:
         names.add(clip.video_name)
         rec = by_name.get(clip.video_name)
+        pred: Any
+        perr: str | None
         if rec is None:
             result.missing_predictions.append(clip.video_name)
             pred, perr = {}, "no prediction"
