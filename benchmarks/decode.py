@@ -47,8 +47,8 @@ def published_sampler(path: Path, fps: float = 2.0) -> int:
     return n + 1
 
 
-def avstack_sampler(path: Path) -> int:
-    sample = media.sample_frames(path, fps=2.0)
+def avstack_sampler(path: Path, thread_type: str = "AUTO") -> int:
+    sample = media.sample_frames(path, fps=2.0, thread_type=thread_type)
     for f in sample.frames:
         media.encode_jpeg(f.image, 95)
     return len(sample.frames)
@@ -61,20 +61,28 @@ def bare_decode(path: Path) -> int:
         return sum(1 for _ in c.decode(s))
 
 
-METHODS = {"avstack": avstack_sampler, "published": published_sampler, "bare_decode": bare_decode}
+METHODS = {
+    "avstack": avstack_sampler,
+    "published": published_sampler,
+    "bare_decode": bare_decode,
+    "avstack_FRAME": lambda p: avstack_sampler(p, "FRAME"),
+    "avstack_SLICE": lambda p: avstack_sampler(p, "SLICE"),
+    "avstack_NONE": lambda p: avstack_sampler(p, "NONE"),
+}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--gop", type=int, default=30, help="keyframe interval of the generated clips")
     ap.add_argument("--json", type=Path, default=Path("benchmarks/decode.json"))
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for codec in ("libx264", "libx265"):
             path = Path(tmp) / f"{codec}.mp4"
-            synth.write_clip(path, synth.ClipSpec(1920, 1080, 30, args.seconds, codec=codec, crf=23))
+            synth.write_clip(path, synth.ClipSpec(1920, 1080, 30, args.seconds, codec=codec, crf=23, gop=args.gop))
             times: dict[str, list[float]] = {m: [] for m in METHODS}
             for _ in range(args.repeats):
                 for name, fn in METHODS.items():
