@@ -93,6 +93,7 @@ def main() -> None:
             rows.append(
                 {
                     "codec": codec,
+                    "gop": args.gop,
                     **{f"{m}_s": round(v, 3) for m, v in med.items()},
                     "published/avstack": round(med["published"] / med["avstack"], 2),
                     "avstack/bare": round(med["avstack"] / med["bare_decode"], 2),
@@ -102,13 +103,11 @@ def main() -> None:
         f"machine: {platform.machine()} {platform.processor() or ''}, python {platform.python_version()}, "
         f"av {av.__version__}"
     )
-    print("| codec | avstack s | published s | bare decode s | published/avstack | avstack/bare |")
-    print("|---|---|---|---|---|---|")
+    cols = ["codec", "gop", *(f"{m}_s" for m in METHODS), "published/avstack", "avstack/bare"]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
     for r in rows:
-        print(
-            f"| {r['codec']} | {r['avstack_s']} | {r['published_s']} | {r['bare_decode_s']} | "
-            f"{r['published/avstack']}x | {r['avstack/bare']}x |"
-        )
+        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
     args.json.write_text(json.dumps(rows, indent=1))
 
 
