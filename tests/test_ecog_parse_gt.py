@@ -1,12 +1,12 @@
 import json
 import shutil
 
+from avstack_cli.app import app
 from typer.testing import CliRunner
 
 from avstack.tasks.ecog import score
 from avstack.tasks.ecog.data import GtClip
 from avstack.tasks.ecog.parse import parse_answer
-from avstack_cli.app import app
 
 GOOD = {"selected_options": ["A"], "point_list": [{"point": [10, 20], "timestamp": 5}]}
 
@@ -23,8 +23,13 @@ def test_parse_yx_models_are_turned_to_xy_and_point_lists_kept_for_averaging():
     assert parse_answer(json.dumps(yx), coord_order="yx")[0] == GOOD
     multi = {"selected_options": ["a"], "point_list": [{"point": [[0, 0], [200, 200]], "timestamp": 5}]}
     pred, err = parse_answer(json.dumps(multi))
-    clip = GtClip("v", "指令2", 1000, 1000, {"answer": [{"choice": "a", "stroke_begin_time": 0,
-                                                         "stroke_end_time": 9, "points": [[100, 100]]}]})
+    clip = GtClip(
+        "v",
+        "指令2",
+        1000,
+        1000,
+        {"answer": [{"choice": "a", "stroke_begin_time": 0, "stroke_end_time": 9, "points": [[100, 100]]}]},
+    )
     assert score([clip], [dict(pred, video_name="v")]).to_json()["overall"]["acc_s"] == 1.0  # mean (100, 100)
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 from collections import Counter, defaultdict
 from typing import Any
 
-import cv2
 import numpy as np
 
 from .tasks.ecog.data import LEVEL_OF
+from .tasks.ecog.metrics import load_mask
 from .tasks.ecog.score import EcogResult
 
 BOTTLENECKS = ("only_what", "only_where", "only_when", "joint")
@@ -64,14 +63,10 @@ def calibration(result: EcogResult) -> dict[str, dict[str, float]]:
 
 
 def mask_area_share(ans: dict[str, Any], width: int, height: int) -> float | None:
-    mask = ans.get("mask") or {}
-    try:
-        img = cv2.imdecode(np.frombuffer(base64.b64decode(mask["mask_base64"]), np.uint8), cv2.IMREAD_GRAYSCALE)
-        x1, y1, x2, y2 = mask["bbox"]
-    except Exception:
+    loaded = load_mask(ans.get("mask") or {})
+    if loaded is None:
         return None
-    if img is None:
-        return None
+    img, (x1, y1, x2, y2) = loaded
     on = float((img > 128).sum())
     if img.shape != (height, width):  # a crop scaled into the bbox
         on *= max(1, (x2 - x1) * (y2 - y1)) / img.size

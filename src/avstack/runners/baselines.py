@@ -7,7 +7,6 @@ Only `oracle` looks at the ground truth.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import random
@@ -18,6 +17,7 @@ import cv2
 import numpy as np
 
 from ..messages import Request, Text
+from ..tasks.ecog.metrics import load_mask
 from .base import Answer
 
 DEICTIC = {
@@ -99,55 +99,45 @@ def _guess(
 
 
 class Chance:
+    """Uniform random option (of the role's kind), point and time, seeded per clip."""
+
     name = "chance"
 
     def __init__(self, seed: int = 0):
         self.seed = seed
 
+    def times(self, request: Request, roles: list[str], rng: random.Random) -> list[int]:
+        span = seen_span_ms(request)
+        return [rng.randint(0, span) for _ in roles]
+
     def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
-        rng = _rng(request, self.seed)
         roles = seen_roles(request)
         objects, spaces = seen_options(request)
-        span = seen_span_ms(request)
-        times = [rng.randint(0, span) for _ in roles]
-        return Answer(json.dumps(_guess(rng, roles, objects, spaces, times)))
+        times = self.times(request, roles, _rng(request, self.seed + 1))
+        # What/Where from their own stream, so every baseline guesses them alike
+        return Answer(json.dumps(_guess(_rng(request, self.seed), roles, objects, spaces, times)))
 
 
-class Deixis:
+class Deixis(Chance):
     """When from the word times of deictic words, in order; What and Where at chance."""
 
     name = "deixis"
 
-    def __init__(self, seed: int = 0):
-        self.seed = seed
-
-    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
-        rng = _rng(request, self.seed)
-        roles = seen_roles(request)
-        objects, spaces = seen_options(request)
+    def times(self, request: Request, roles: list[str], rng: random.Random) -> list[int]:
         words = [w for w in seen_words(request) if "begin_time" in w and "end_time" in w]
         deictic = [w for w in words if str(w.get("text", "")).strip(".,!?。，！？").lower() in DEICTIC]
-        span = seen_span_ms(request)
-        times = []
-        for i in range(len(roles)):
-            if i < len(deictic):
-                w = deictic[i]
-                times.append((int(w["begin_time"]) + int(w["end_time"])) // 2)
-            else:
-                times.append(rng.randint(0, span))
-        # What/Where draws use a separate stream so they match `chance` regardless of When
-        return Answer(json.dumps(_guess(_rng(request, self.seed), roles, objects, spaces, times)))
+        times = super().times(request, roles, rng)
+        for i, w in enumerate(deictic[: len(times)]):
+            times[i] = (int(w["begin_time"]) + int(w["end_time"])) // 2
+        return times
 
 
 def _mask_point(mask: dict[str, Any], width: int, height: int) -> tuple[int, int] | None:
     """A pixel inside the mask, nearest its centroid (full-frame or bbox-crop masks)."""
-    try:
-        img = cv2.imdecode(np.frombuffer(base64.b64decode(mask["mask_base64"]), np.uint8), cv2.IMREAD_GRAYSCALE)
-        x1, y1, x2, y2 = mask["bbox"]
-    except Exception:
+    loaded = load_mask(mask)
+    if loaded is None:
         return None
-    if img is None:
-        return None
+    img, (x1, y1, x2, y2) = loaded
     if img.shape != (height, width):
         img = cv2.resize(img, (max(1, x2 - x1), max(1, y2 - y1)), interpolation=cv2.INTER_NEAREST)
         full = np.zeros((height, width), np.uint8)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 from typing import Any
 
-import cv2
-import numpy as np
-
 from ...discover import discover
 from .data import DataError, GtClip
+from .metrics import load_mask
 
 
 def check_masks(name: str, eval_gt: dict[str, Any]) -> None:
@@ -19,12 +16,8 @@ def check_masks(name: str, eval_gt: dict[str, Any]) -> None:
         mask = ans.get("mask") if isinstance(ans, dict) else None
         if not mask or not mask.get("mask_base64"):
             continue
-        try:
-            img = cv2.imdecode(np.frombuffer(base64.b64decode(mask["mask_base64"]), np.uint8), cv2.IMREAD_GRAYSCALE)
-        except Exception as exc:
-            raise DataError(f"{name}: answer {i} mask_base64 is not base64 ({exc})") from None
-        if img is None:
-            raise DataError(f"{name}: answer {i} mask_base64 does not decode as an image")
+        if load_mask(mask) is None:
+            raise DataError(f"{name}: answer {i} mask does not decode as an image with a 4-number bbox")
 
 
 def _sizes_from_manifest(prepared: Path | None) -> dict[str, tuple[int, int]]:

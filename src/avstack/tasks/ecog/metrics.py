@@ -112,6 +112,16 @@ def decode_mask(mask_base64: str) -> np.ndarray | None:
     return cv2.imdecode(data, cv2.IMREAD_GRAYSCALE)
 
 
+def load_mask(mask: Any) -> tuple[np.ndarray, list[int]] | None:
+    """(grayscale mask image, bbox) of an eval_gt mask record; None when it does not decode."""
+    try:
+        img = decode_mask(mask["mask_base64"])
+        x1, y1, x2, y2 = mask["bbox"]
+    except Exception:
+        return None
+    return None if img is None else (img, [x1, y1, x2, y2])
+
+
 def point_in_mask(px: int, py: int, mask_base64: str, bbox: Any, width: int, height: int) -> bool:
     try:
         x1, y1, x2, y2 = bbox
