@@ -13,6 +13,8 @@ import typer
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Egocentric clips -> model inputs -> scores.")
 ecog_app = typer.Typer(no_args_is_help=True, help="EcoG-Bench helpers.")
 app.add_typer(ecog_app, name="ecog")
+egogap_app = typer.Typer(no_args_is_help=True, help="EgoGapBench helpers: prompts, export.")
+app.add_typer(egogap_app, name="egogap")
 
 T = TypeVar("T")
 
@@ -118,15 +120,26 @@ def synth(
 def score(
     task: Annotated[str, typer.Option(help="ecog or egogap")] = "ecog",
     gt: Annotated[Path | None, typer.Option(help="Ground truth JSONL (avstack ecog gt) or a reference .json")] = None,
+    bundles: Annotated[Path | None, typer.Option(help="EgoGap *.bundles.jsonl (for --task egogap)")] = None,
     pred: Annotated[Path | None, typer.Option(help="Predictions JSONL (or predictions.jsonl of a run)")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the full result as JSON here")] = None,
 ) -> None:
     """Score predictions with the benchmark's own metric definitions."""
-    if task != "ecog":
-        fail(f"--task {task!r}: only 'ecog' is available in this version")
+    if task == "egogap":
+        result = _score_egogap(bundles, pred)
+    elif task == "ecog":
+        result = _score_ecog(gt, pred)
+    else:
+        fail(f"--task must be ecog or egogap; found {task!r}")
+        return
+    if json_out:
+        json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
+def _score_ecog(gt: Path | None, pred: Path | None) -> dict[str, Any]:
     if gt is None or pred is None:
         fail("--gt and --pred are required for --task ecog")
-        return
+        raise AssertionError
     from avstack.report import summary_table
     from avstack.tasks.ecog import load_gt
     from avstack.tasks.ecog import score as ecog_score
@@ -137,13 +150,34 @@ def score(
         preds = [p for p in load_records(pred, "predictions") if isinstance(p, dict)]
     except (DataError, OSError, json.JSONDecodeError) as exc:
         fail(str(exc))
-        return
+        raise AssertionError from exc
     result = ecog_score(clips, preds, gt_errors).to_json()
     typer.echo(summary_table(result))
     for problem in gt_errors:
         typer.echo(f"  GT ERROR {problem}", err=True)
-    if json_out:
-        json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
+    return result
+
+
+def _score_egogap(bundles: Path | None, pred: Path | None) -> dict[str, Any]:
+    if bundles is None or pred is None:
+        fail("--bundles and --pred are required for --task egogap")
+        raise AssertionError
+    from avstack.tasks.egogap import EgoGapDataError, load_bundles
+    from avstack.tasks.egogap import score as egogap_score
+    from avstack.tasks.egogap.report import score_rows
+    from avstack.tasks.egogap.runs import read_predictions
+
+    try:
+        result = egogap_score(load_bundles(bundles), read_predictions(pred))
+    except (EgoGapDataError, OSError) as exc:
+        fail(str(exc))
+        raise AssertionError from exc
+    from avstack.report import markdown_table
+
+    typer.echo(markdown_table(*score_rows([(pred.name, bundles.name, result)])))
+    c = result["counts"]
+    typer.echo(f"items {c['items']}, missing {c['missing_predictions']}, unparsed {c['unparsed']}")
+    return result
 
 
 @ecog_app.command("gt")
@@ -212,14 +246,22 @@ def _backend_options(base_url: str | None, temperature: float, max_tokens: int, 
 
 @app.command("run")
 def run_cmd(
-    prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
-    model: Annotated[str, typer.Option(help="oracle, chance, deixis, openai:MODEL, replay:FILE")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (predictions.jsonl, run.json)")],
-    task: Annotated[str, typer.Option(help="ecog")] = "ecog",
-    variant: Annotated[str, typer.Option(help="full, video or text")] = "full",
-    drop: Annotated[list[str], typer.Option(help="Anchor to drop")] = [],  # noqa: B006
-    asr: Annotated[str | None, typer.Option(help="whisper or source")] = None,
-    coord_order: Annotated[str, typer.Option(help="xy or yx")] = "xy",
+    prepared: Annotated[Path | None, typer.Argument(help="A folder written by `avstack prepare` (ecog)")] = None,
+    model: Annotated[str, typer.Option(help="oracle, chance, deixis, openai:MODEL, replay:FILE")] = "oracle",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (predictions.jsonl, run.json)")] = Path("run"),
+    task: Annotated[str, typer.Option(help="ecog or egogap")] = "ecog",
+    variant: Annotated[
+        str, typer.Option(help="ecog: full, video, text; egogap: image, vflip, hflip, gray, downscale, text")
+    ] = "full",
+    drop: Annotated[list[str], typer.Option(help="Anchor to drop (ecog)")] = [],  # noqa: B006
+    asr: Annotated[str | None, typer.Option(help="whisper or source (ecog)")] = None,
+    coord_order: Annotated[str, typer.Option(help="xy or yx (ecog)")] = "xy",
+    bundles: Annotated[Path | None, typer.Option(help="EgoGap *.bundles.jsonl")] = None,
+    images: Annotated[Path | None, typer.Option(help="EgoGap image folder (COCO train2017, wikimedia)")] = None,
+    style: Annotated[str, typer.Option(help="EgoGap prompt style: default, egoplan, exclusion")] = "default",
+    options: Annotated[str, typer.Option(help="EgoGap options: all, n3 (drop off-vantage), swap_motor")] = "all",
+    shuffle_seed: Annotated[int | None, typer.Option(help="EgoGap: shuffle and re-letter options")] = None,
+    max_side: Annotated[int, typer.Option(help="EgoGap downscale variant: longest side in px")] = 512,
     concurrency: Annotated[int, typer.Option(help="Requests in flight")] = 4,
     retries: Annotated[int, typer.Option(help="Retries on 429/5xx/timeouts")] = 5,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server (or OPENAI_BASE_URL)")] = None,
@@ -227,22 +269,117 @@ def run_cmd(
     max_tokens: Annotated[int, typer.Option()] = 2048,
     timeout: Annotated[float, typer.Option(help="Seconds per request")] = 120.0,
 ) -> None:
-    """Run a model over prepared clips; resumable; then score."""
-    from avstack.report import summary_table
-    from avstack.run import RunSettings, run, score_run
+    """Run a model over prepared clips (ecog) or bundles (egogap); resumable; then score."""
+    from avstack.run import RunSettings
     from avstack.runners import make_backend
 
-    if task != "ecog":
-        fail(f"--task {task!r}: only 'ecog' runs in this version")
-    stack = _stack(variant, drop)
     try:
         backend = make_backend(model, **_backend_options(base_url, temperature, max_tokens, timeout))
     except (ValueError, ImportError) as exc:
         fail(str(exc))
         return
     settings = RunSettings(concurrency=concurrency, retries=retries, coord_order=coord_order, asr_source=asr)
+    if task == "egogap":
+        if bundles is None:
+            fail("--task egogap needs --bundles B.jsonl (and --images DIR unless --variant text)")
+            return
+        _run_egogap(bundles, images, backend, model, out, settings, style, variant, options, shuffle_seed, max_side)
+        return
+    if task != "ecog":
+        fail(f"--task must be ecog or egogap; found {task!r}")
+    if prepared is None:
+        fail("--task ecog needs the PREPARED folder argument")
+        return
+    from avstack.report import summary_table
+    from avstack.run import run, score_run
+
+    stack = _stack(variant, drop)
     run(prepared, backend, stack, out, settings, backend_id=model, progress=progress)
     typer.echo(summary_table(score_run(prepared, out)))
+
+
+def _run_egogap(
+    bundles: Path,
+    images: Path | None,
+    backend: Any,
+    model: str,
+    out: Path,
+    settings: Any,
+    style: str,
+    variant: str,
+    options: str,
+    shuffle_seed: int | None,
+    max_side: int,
+) -> None:
+    from avstack.report import markdown_table
+    from avstack.tasks.egogap import EgoGapDataError
+    from avstack.tasks.egogap.report import score_rows
+    from avstack.tasks.egogap.runs import run_egogap, score_egogap_run
+    from avstack.tasks.egogap.stack import EgoGapStack
+
+    try:
+        stack = EgoGapStack(style, "image" if variant == "full" else variant, options, shuffle_seed, max_side)
+        run_egogap(bundles, backend, stack, out, images, settings, model, progress=progress)
+    except (ValueError, EgoGapDataError, OSError) as exc:
+        fail(str(exc))
+        return
+    result = score_egogap_run(out)
+    typer.echo(markdown_table(*score_rows([(model, stack.name, result)])))
+    failed = [i for i in result["items"] if i["error"] and i["error"].startswith("input")]
+    if failed:
+        typer.echo(f"{len(failed)} items had input errors (see predictions.jsonl), e.g. {failed[0]['error']}", err=True)
+
+
+@egogap_app.command("prompts")
+def egogap_prompts(
+    bundles: Annotated[Path, typer.Argument(help="*.bundles.jsonl")],
+    style: Annotated[str, typer.Option(help="default, egoplan or exclusion")] = "default",
+    options: Annotated[str, typer.Option(help="all, n3 or swap_motor")] = "all",
+    shuffle_seed: Annotated[int | None, typer.Option(help="Shuffle and re-letter options (key follows)")] = None,
+) -> None:
+    """Print one JSON line per item: uid, image, prompt, correct_letter."""
+    from avstack.tasks.egogap import EgoGapDataError, build_prompt, load_bundles
+    from avstack.tasks.egogap.stack import EgoGapStack, present
+
+    try:
+        items = present(load_bundles(bundles), EgoGapStack(style, "image", options, shuffle_seed))
+    except (ValueError, EgoGapDataError, OSError) as exc:
+        fail(str(exc))
+        return
+    for item in items:
+        line = {"uid": item.uid, "image": item.file_name, "prompt": build_prompt(item, style)}
+        typer.echo(json.dumps(line | {"correct_letter": item.correct_letter}, ensure_ascii=False))
+
+
+@egogap_app.command("export")
+def egogap_export(
+    bundles: Annotated[Path, typer.Argument(help="*.bundles.jsonl")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for train.jsonl and test.jsonl")],
+    to: Annotated[str, typer.Option("--to", help="ms-swift")] = "ms-swift",
+    images: Annotated[Path | None, typer.Option(help="Image folder: write absolute paths and check they exist")] = None,
+    style: Annotated[str, typer.Option(help="default, egoplan or exclusion")] = "default",
+    test_fraction: Annotated[float, typer.Option(help="Share of IMAGES held out for test")] = 0.2,
+    seed: Annotated[int, typer.Option(help="Split seed")] = 0,
+    rationales: Annotated[Path | None, typer.Option(help="JSONL of {uid, rationale} for the answers")] = None,
+) -> None:
+    """Write fine-tuning data with an image-level train/test split."""
+    from avstack.tasks.egogap import EgoGapDataError, load_bundles
+    from avstack.tasks.egogap.export import export_ms_swift, load_rationales
+
+    if to != "ms-swift":
+        fail(f"--to must be ms-swift; found {to!r}")
+    try:
+        res = export_ms_swift(
+            load_bundles(bundles), out, images, style, test_fraction, seed, load_rationales(rationales)
+        )
+    except (ValueError, EgoGapDataError, OSError) as exc:
+        fail(str(exc))
+        return
+    typer.echo(f"wrote {res['train']} train and {res['test']} test items to {out}")
+    for problem in res["problems"]:
+        typer.echo(f"  SKIPPED {problem}", err=True)
+    if res["problems"]:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -282,12 +419,23 @@ def report(
     runs: Annotated[list[Path], typer.Argument(help="Run folders; the first is the baseline")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Report folder")] = Path("report"),
 ) -> None:
-    """Δ table, bottlenecks, temporal calibration, size/scene/language tables and plots."""
-    from avstack.ablate import load_run
-    from avstack.report import write_report
+    """EcoG: Δ table, bottlenecks, calibration, size/scene/language. EgoGap: scores with CIs, rank agreement."""
+    tasks = {json.loads((r / "run.json").read_text()).get("task", "ecog") for r in runs}
+    if len(tasks) > 1:
+        fail(f"runs of one task per report; found {', '.join(sorted(tasks))}")
+    if tasks == {"egogap"}:
+        from avstack.tasks.egogap.report import load_egogap_run, write_egogap_report
+        from avstack.tasks.egogap.runs import score_egogap_run
 
-    text = write_report([load_run(r) for r in runs], out)
-    typer.echo(text.split("## Failure")[0])
+        for r in runs:
+            score_egogap_run(r)
+        typer.echo(write_egogap_report([load_egogap_run(r) for r in runs], out).split("## Published")[0])
+    else:
+        from avstack.ablate import load_run
+        from avstack.report import write_report
+
+        text = write_report([load_run(r) for r in runs], out)
+        typer.echo(text.split("## Failure")[0])
     typer.echo(f"report: {out / 'report.md'}")
 
 

@@ -86,7 +86,8 @@ def to_openai(req: Request, media: str = "data", detail: str | None = None) -> l
             content.append({"type": "video_url", "video_url": {"url": url(p)}})
         elif isinstance(p, Audio):
             content.append({"type": "input_audio", "input_audio": {"data": url(p), "format": "wav"}})
-    return [{"role": "system", "content": req.system}, {"role": "user", "content": content}]
+    user = {"role": "user", "content": content}
+    return [{"role": "system", "content": req.system}, user] if req.system else [user]
 
 
 def to_gemini(req: Request, media: str = "data") -> dict[str, Any]:
@@ -104,7 +105,8 @@ def to_gemini(req: Request, media: str = "data") -> dict[str, Any]:
             parts.append({"inline_data": {"mime_type": mime, "data": base64.b64encode(path.read_bytes()).decode()}})
         else:
             parts.append({"inline_data": {"mime_type": mime, "path": str(path)}})
-    return {"system_instruction": req.system, "contents": [{"role": "user", "parts": parts}]}
+    body: dict[str, Any] = {"contents": [{"role": "user", "parts": parts}]}
+    return {"system_instruction": req.system} | body if req.system else body
 
 
 def to_hf(req: Request) -> list[dict[str, Any]]:
@@ -119,7 +121,8 @@ def to_hf(req: Request) -> list[dict[str, Any]]:
             content.append({"type": "video", "video": str(req.path_of(p))})
         elif isinstance(p, Audio):
             content.append({"type": "audio", "audio": str(req.path_of(p))})
-    return [{"role": "system", "content": [{"type": "text", "text": req.system}]}, {"role": "user", "content": content}]
+    user = {"role": "user", "content": content}
+    return [{"role": "system", "content": [{"type": "text", "text": req.system}]}, user] if req.system else [user]
 
 
 def render(req: Request, fmt: str, media: str = "path") -> Any:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -120,8 +120,24 @@ def ask_with_retries(
     return None, {}, f"transient: gave up after {s.retries + 1} attempts: {last}", s.retries + 1
 
 
-def _load_final(path: Path) -> dict[str, dict[str, Any]]:
-    """Final answers already in a predictions file (last line per clip wins)."""
+@dataclass(frozen=True)
+class WorkItem:
+    """One thing to ask: its id, the finished request, what only `oracle` may see, and fields
+    copied into its prediction line (e.g. the option labels as shown). A preset `error` (a
+    missing image) is recorded as that item's final answer without asking anyone."""
+
+    id: str
+    request: Request | None
+    truth: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+Parser = Callable[[str, WorkItem], tuple[dict[str, Any], str | None]]
+
+
+def _load_final(path: Path, id_field: str) -> dict[str, dict[str, Any]]:
+    """Final answers already in a predictions file (last line per item wins)."""
     done: dict[str, dict[str, Any]] = {}
     if not path.is_file():
         return done
@@ -129,12 +145,86 @@ def _load_final(path: Path) -> dict[str, dict[str, Any]]:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
-            continue  # a line cut by a kill: that clip is asked again
+            continue  # a line cut by a kill: that item is asked again
         if not str(rec.get("error") or "").startswith("transient"):
-            done[rec["video_name"]] = rec
+            done[rec[id_field]] = rec
         else:
-            done.pop(rec["video_name"], None)
+            done.pop(rec[id_field], None)
     return done
+
+
+def run_items(
+    items: list[WorkItem],
+    backend: Backend,
+    out: str | Path,
+    parse: Parser,
+    meta: dict[str, Any],
+    settings: RunSettings | None = None,
+    id_field: str = "video_name",
+    cache_dir: Path | None = None,
+    backend_id: str | None = None,
+    progress: Callable[[Iterable[Any], int], Iterable[Any]] | None = None,
+) -> Path:
+    """The task-neutral engine: ask every item without a final answer; returns the predictions file."""
+    from .media import atomic_write
+
+    s = settings or RunSettings()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    pred_path = out / "predictions.jsonl"
+    done = _load_final(pred_path, id_field)
+    # rewrite without superseded or half lines, so the file holds one final line per item
+    atomic_write(pred_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done.values()).encode())
+    bid: str = backend_id or str(getattr(backend, "name", "backend"))
+    write_json_atomic(
+        out / "run.json",
+        {"avstack_version": __version__, "backend": bid, "backend_settings": _settings_of(backend)} | meta,
+    )
+    todo = [it for it in items if it.id not in done]
+    cache = AnswerCache(cache_dir)
+    lock = threading.Lock()
+
+    def one(item: WorkItem) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        hit = None
+        text: str | None
+        usage: dict[str, Any]
+        error: str | None
+        if item.error is not None or item.request is None:
+            text, usage, error, attempts = None, {}, item.error or "no request", 0
+        else:
+            key = request_key(bid, item.request)
+            hit = cache.get(key)
+            if hit is None:
+                text, usage, error, attempts = ask_with_retries(backend, item.request, item.truth, s)
+                if error is None or not error.startswith("transient"):
+                    cache.put(key, {"raw": text, "usage": usage, "error": error})
+            else:
+                text, usage, error, attempts = hit["raw"], hit["usage"], hit["error"], 0
+        pred, perr = parse(text, item) if text is not None else ({}, None)
+        rec = {
+            id_field: item.id,
+            "raw": text,
+            "prediction": pred,
+            "parse_error": perr,
+            "error": error,
+            "latency_s": round(time.perf_counter() - t0, 4),
+            "usage": usage,
+            "attempts": attempts,
+            "cached": hit is not None,
+            "stack": meta.get("stack"),
+        } | item.record
+        with lock, open(pred_path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            fh.flush()
+        return rec
+
+    wrap = progress or (lambda it, n: it)
+    with ThreadPoolExecutor(max(1, s.concurrency)) as pool:
+        futures = [pool.submit(one, it) for it in todo]
+        for _ in wrap(as_completed(futures), len(futures)):
+            pass
+    return pred_path
 
 
 def run(
@@ -147,73 +237,29 @@ def run(
     backend_id: str | None = None,
     progress: Callable[[Iterable[Any], int], Iterable[Any]] | None = None,
 ) -> Path:
-    """Answer every usable clip; returns the predictions file."""
+    """Answer every usable EcoG clip of a prepared folder; returns the predictions file."""
     s = settings or RunSettings()
-    prepared, out = Path(prepared), Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    pred_path = out / "predictions.jsonl"
-    done = _load_final(pred_path)
-    # rewrite without superseded or half lines, so the file holds one final line per clip
-    body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done.values())
-    from .media import atomic_write
+    prepared = Path(prepared)
+    meta = {
+        "task": "ecog",
+        "stack": stack.name,
+        "variant": stack.variant,
+        "anchors": sorted(stack.anchors),
+        "dropped": list(stack.dropped),
+        "prompt_version": PROMPT_VERSION,
+        "prepared": str(prepared.resolve()),
+        "coord_order": s.coord_order,
+        "asr_source": s.asr_source or "default",
+    }
+    items = [
+        WorkItem(r["clip_id"], q, {"eval_gt": r["eval_gt"], "width": r["width"], "height": r["height"]})
+        for r, q in requests_for(prepared, stack, s)
+    ]
 
-    atomic_write(pred_path, body.encode())
-    bid: str = backend_id or str(getattr(backend, "name", "backend"))
-    write_json_atomic(
-        out / "run.json",
-        {
-            "avstack_version": __version__,
-            "backend": bid,
-            "backend_settings": _settings_of(backend),
-            "stack": stack.name,
-            "variant": stack.variant,
-            "anchors": sorted(stack.anchors),
-            "dropped": list(stack.dropped),
-            "prompt_version": PROMPT_VERSION,
-            "prepared": str(prepared.resolve()),
-            "coord_order": s.coord_order,
-            "asr_source": s.asr_source or "default",
-        },
-    )
-    todo = [(r, q) for r, q in requests_for(prepared, stack, s) if r["clip_id"] not in done]
-    cache = AnswerCache(cache_dir)
-    lock = threading.Lock()
+    def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
+        return parse_answer(text, s.coord_order)
 
-    def one(record: dict[str, Any], req: Request) -> dict[str, Any]:
-        key = request_key(bid, req)
-        hit = cache.get(key)
-        t0 = time.perf_counter()
-        if hit is None:
-            truth = {"eval_gt": record["eval_gt"], "width": record["width"], "height": record["height"]}
-            text, usage, error, attempts = ask_with_retries(backend, req, truth, s)
-            if error is None or not error.startswith("transient"):
-                cache.put(key, {"raw": text, "usage": usage, "error": error})
-        else:
-            text, usage, error, attempts = hit["raw"], hit["usage"], hit["error"], 0
-        pred, perr = parse_answer(text, s.coord_order) if text is not None else ({}, None)
-        rec = {
-            "video_name": record["clip_id"],
-            "raw": text,
-            "prediction": pred,
-            "parse_error": perr,
-            "error": error,
-            "latency_s": round(time.perf_counter() - t0, 4),
-            "usage": usage,
-            "attempts": attempts,
-            "cached": hit is not None,
-            "stack": stack.name,
-        }
-        with lock, open(pred_path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            fh.flush()
-        return rec
-
-    wrap = progress or (lambda it, n: it)
-    with ThreadPoolExecutor(max(1, s.concurrency)) as pool:
-        futures = [pool.submit(one, r, q) for r, q in todo]
-        for _ in wrap(as_completed(futures), len(futures)):
-            pass
-    return pred_path
+    return run_items(items, backend, out, parse, meta, s, "video_name", cache_dir, backend_id, progress)
 
 
 def _settings_of(backend: Backend) -> dict[str, Any]:

@@ -46,12 +46,21 @@ DEICTIC = {
 _OPTION = re.compile(r"^([A-Za-z])\.\s")
 _TS = re.compile(r"^<timestamp_ms>(\d+)$")
 _ASR = re.compile(r"<asr_data>\n(.*?)\n", re.S)
+_MCQ_OPTION = re.compile(r"^([A-H])\) ", re.M)
 DEFAULT_SPAN_MS = 5000
 
 
 def _rng(request: Request, seed: int) -> random.Random:
     key = f"{seed}:{request.meta.get('clip_id', request.system)}"
     return random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
+
+
+def seen_mcq_letters(request: Request) -> list[str]:
+    """Letters of a multiple-choice prompt ("A) ..." lines), as a model reads them; [] when none."""
+    if request.system:
+        return []  # EcoG requests carry their option list in the system prompt
+    text = "\n".join(p.text for p in request.parts if isinstance(p, Text))
+    return list(dict.fromkeys(_MCQ_OPTION.findall(text)))
 
 
 def seen_options(request: Request) -> tuple[list[str], list[str]]:
@@ -111,6 +120,11 @@ class Chance:
         return [rng.randint(0, span) for _ in roles]
 
     def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+        letters = seen_mcq_letters(request)
+        if letters:
+            if self.name != "chance":
+                raise ValueError(f"{self.name} answers EcoG clips only; use chance or oracle for multiple choice")
+            return Answer(json.dumps({"answer": _rng(request, self.seed).choice(letters), "rationale": "chance"}))
         roles = seen_roles(request)
         objects, spaces = seen_options(request)
         times = self.times(request, roles, _rng(request, self.seed + 1))
@@ -163,7 +177,9 @@ class Oracle:
 
     def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
         if not truth:
-            raise ValueError("oracle needs the clip's ground truth (eval_gt, width, height)")
+            raise ValueError("oracle needs the item's ground truth (eval_gt, width, height or correct_letter)")
+        if "correct_letter" in truth:
+            return Answer(json.dumps({"answer": truth["correct_letter"], "rationale": "oracle"}))
         w, h = truth["width"], truth["height"]
         options, points = [], []
         for ans in truth["eval_gt"].get("answer", []):

@@ -1,0 +1,138 @@
+"""EgoGap reports: accuracy by group with 95% CIs, n4 error analysis, rank agreement, published numbers."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ...report import markdown_table
+from .score import GROUPS, spearman
+
+# ../shared/egogapbench/FORMAT.md, percent
+PUBLISHED: list[tuple[str, dict[str, float]]] = [
+    ("Human (200 sampled items)", {"overall": 94.5}),
+    ("GPT-5.4 (medium)", {"overall": 66.1, "direct": 50.9, "indirect": 94.3}),
+    ("GPT-4o", {"indirect": 52.3}),
+    ("Gemma4 (gemma-4-E4B-it)", {"overall": 51.7, "n3": 53.4, "n4": 49.0}),
+    ("Qwen3.5-9B", {"overall": 29.0, "direct": 20.0, "motor_intrusion": 69.4, "off_vantage": 6.3}),
+    ("Qwen3.5-9B + EAS tuning", {"overall": 75.2, "direct": 63.4, "motor_intrusion": 14.9, "off_vantage": 23.0}),
+    ("Chance", {"n3": 33.3, "n4": 25.0}),
+]
+PUBLISHED_STYLE_SPEARMAN = 0.60  # default vs egoplan
+
+
+def _pct(x: float) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
+
+
+def _with_ci(group: dict[str, Any]) -> str:
+    lo, hi = group["ci95"]
+    return f"{_pct(group['accuracy'])} [{_pct(lo)}, {_pct(hi)}]" if group["n"] else ""
+
+
+def load_egogap_run(run_dir: str | Path) -> tuple[str, str, dict[str, Any]]:
+    """(model, condition, score json) of a finished EgoGap run folder."""
+    run_dir = Path(run_dir)
+    meta = json.loads((run_dir / "run.json").read_text())
+    result = json.loads((run_dir / "score.json").read_text())
+    return meta["backend"], meta["stack"], result
+
+
+def score_rows(runs: list[tuple[str, str, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
+    header = ["model", "condition", *GROUPS, "motor intrusion (n4)", "off-vantage (n4)", "unparsed", "failed", "missing"]
+    rows = []
+    for model, cond, res in runs:
+        err, counts = res["n4_errors"], res["counts"]
+        rows.append(
+            [
+                model,
+                cond,
+                *(_with_ci(res["groups"][g]) for g in GROUPS),
+                _pct(err["motor_intrusion_rate"]),
+                _pct(err["off_vantage_rate"]),
+                str(counts["unparsed"]),
+                str(counts.get("failed", 0)),
+                str(counts["missing_predictions"]),
+            ]
+        )
+    return header, rows
+
+
+def rank_agreement(runs: list[tuple[str, str, dict[str, Any]]]) -> list[list[str]]:
+    """Spearman rho of model accuracies between every pair of conditions (models present in both)."""
+    by_cond: dict[str, dict[str, float]] = {}
+    for model, cond, res in runs:
+        by_cond.setdefault(cond, {})[model] = res["groups"]["overall"]["accuracy"]
+    rows = []
+    for a, b in itertools.combinations(by_cond, 2):
+        common = sorted(set(by_cond[a]) & set(by_cond[b]))
+        if len(common) >= 2:
+            rho = spearman([by_cond[a][m] for m in common], [by_cond[b][m] for m in common])
+            rows.append([a, b, str(len(common)), "" if math.isnan(rho) else f"{rho:.2f}"])
+    return rows
+
+
+def write_egogap_report(runs: list[tuple[str, str, dict[str, Any]]], out_dir: str | Path) -> str:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    header, rows = score_rows(runs)
+    with open(out / "scores.csv", "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([header, *rows])
+    pub_cols = [*GROUPS, "motor_intrusion", "off_vantage"]
+    pub = [[name, *(f"{v[c]:.1f}" if c in v else "" for c in pub_cols)] for name, v in PUBLISHED]
+    md = [
+        "# avstack EgoGapBench report",
+        "",
+        "Accuracy in percent with 95% bootstrap intervals; n4 error rates are shares of all n4 items.",
+        "",
+        markdown_table(header, rows),
+        "",
+    ]
+    agreement = rank_agreement(runs)
+    if agreement:
+        md += [
+            "## Rank agreement between conditions (Spearman, overall accuracy)",
+            "",
+            markdown_table(["condition A", "condition B", "models", "rho"], agreement),
+            "",
+            f"Published: default vs egoplan rho = {PUBLISHED_STYLE_SPEARMAN:.2f}.",
+            "",
+        ]
+    md += ["## Published numbers (EgoGapBench paper)", "", markdown_table(["model", *pub_cols], pub), ""]
+    _plot(runs, out / "accuracy.png")
+    md += ["![accuracy](accuracy.png)", ""]
+    text = "\n".join(md)
+    (out / "report.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def _plot(runs: list[tuple[str, str, dict[str, Any]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    width = 0.8 / max(1, len(runs))
+    for i, (model, cond, res) in enumerate(runs):
+        groups = [res["groups"][g] for g in GROUPS]
+        acc = [100 * g["accuracy"] if g["n"] else 0 for g in groups]
+        err = [
+            [100 * (g["accuracy"] - g["ci95"][0]) if g["n"] else 0 for g in groups],
+            [100 * (g["ci95"][1] - g["accuracy"]) if g["n"] else 0 for g in groups],
+        ]
+        xs = [j + i * width for j in range(len(GROUPS))]
+        ax.bar(xs, acc, width, yerr=err, capsize=2, label=f"{model} {cond}")
+    ax.set_xticks([j + width * (len(runs) - 1) / 2 for j in range(len(GROUPS))], GROUPS)
+    ax.axhline(25, color="grey", lw=0.8, ls=":")
+    ax.axhline(100 / 3, color="grey", lw=0.8, ls="--")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)

@@ -1,0 +1,84 @@
+"""Running models over EgoGap items with the shared engine (retries, cache, resumable results)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ...prepare import write_json_atomic
+from ...run import RunSettings, WorkItem, run_items
+from ...runners import Backend
+from .data import EgoGapDataError, Item, load_bundles
+from .parse import parse_letter
+from .prompt import PROMPT_VERSION
+from .score import score
+from .stack import EgoGapStack, present, request_for
+
+
+def work_items(items: list[Item], stack: EgoGapStack, images: Path | None, cache: Path) -> list[WorkItem]:
+    """One work item per presented item; a missing image is that item's recorded error."""
+    out = []
+    for item in present(items, stack):
+        record = {"labels": {let: lab for let, _, lab in item.options}, "kind": item.kind}
+        truth = {"correct_letter": item.correct_letter}
+        try:
+            out.append(WorkItem(item.uid, request_for(item, stack, images, cache), truth, record))
+        except (EgoGapDataError, ValueError, OSError) as exc:
+            out.append(WorkItem(item.uid, None, truth, record, error=f"input: {exc}"))
+    return out
+
+
+def _parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
+    letter, error = parse_letter(text, sorted(item.record["labels"]))
+    return ({"answer": letter} if letter else {}), error
+
+
+def run_egogap(
+    bundles: str | Path,
+    backend: Backend,
+    stack: EgoGapStack,
+    out: str | Path,
+    images: str | Path | None = None,
+    settings: RunSettings | None = None,
+    backend_id: str | None = None,
+    cache_dir: Path | None = None,
+    progress: Callable[[Iterable[Any], int], Iterable[Any]] | None = None,
+) -> Path:
+    out = Path(out)
+    items = load_bundles(bundles)
+    meta = {
+        "task": "egogap",
+        "stack": stack.name,
+        "style": stack.style,
+        "variant": stack.image,
+        "options": stack.options,
+        "shuffle_seed": stack.shuffle_seed,
+        "prompt_version": PROMPT_VERSION,
+        "bundles": str(Path(bundles).resolve()),
+        "images": str(Path(images).resolve()) if images else None,
+    }
+    work = work_items(items, stack, Path(images) if images else None, out / "images")
+    return run_items(work, backend, out, _parse, meta, settings, "uid", cache_dir, backend_id, progress)
+
+
+def read_predictions(path: str | Path) -> list[dict[str, Any]]:
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    preds = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            preds.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise EgoGapDataError(f"{path}:{n}: not JSON ({exc.msg})") from None
+    return preds
+
+
+def score_egogap_run(run_dir: str | Path) -> dict[str, Any]:
+    run_dir = Path(run_dir)
+    meta = json.loads((run_dir / "run.json").read_text())
+    result = score(load_bundles(meta["bundles"]), read_predictions(run_dir / "predictions.jsonl"))
+    write_json_atomic(run_dir / "score.json", result)
+    return result
