@@ -125,3 +125,44 @@ def test_jpeg_max_side(tmp_path):
     back = cv2.imread(str(out))
     assert back.shape[:2] == (180, 320)
     assert synth.read_index(back[..., ::-1], scale=0.5) == 5
+
+
+@pytest.mark.parametrize(
+    "kw, path",
+    [
+        ({"codec": "libx264"}, "selective"),
+        ({"codec": "libx265"}, "selective"),
+        ({"codec": "libx264", "vfr": True}, "selective"),
+        ({"codec": "libx265", "vfr": True}, "selective"),
+        ({"codec": "libx264", "rotation": 90}, "selective"),
+        ({"codec": "libx264", "bframes": False}, "sequential"),
+        ({"codec": "libx265", "bframes": False}, "sequential"),
+    ],
+)
+def test_selective_decoding_is_bit_identical_to_the_sequential_pass(tmp_path, kw, path):
+    clip, written = _clip(tmp_path, "c.mov" if kw.get("rotation") else "c.mp4", duration_s=4, gop=48, **kw)
+    seq = media.sample_frames(clip, fps=3, decode="sequential")
+    auto = media.sample_frames(clip, fps=3)
+    assert auto.decode_path.startswith(path), auto.decode_path
+    forced = media.sample_frames(clip, fps=3, decode="selective")  # a plan is valid even without B-frames
+    for got in (auto, forced):
+        assert [(f.index, f.pts_ms) for f in got.frames] == [(f.index, f.pts_ms) for f in seq.frames]
+        assert all(np.array_equal(a.image, b.image) for a, b in zip(got.frames, seq.frames))
+        assert got.last.index == len(written) - 1 and got.last.pts_ms == written[-1]
+    # explicit times, before the first frame and past the end, too
+    times = [0, 1, 333, 1001, 3999, 10_000]
+    a = media.sample_frames(clip, times_ms=times, decode="selective")
+    b = media.sample_frames(clip, times_ms=times, decode="sequential")
+    assert [(f.index, f.pts_ms) for f in a.frames] == [(f.index, f.pts_ms) for f in b.frames]
+
+
+def test_selective_plan_skips_unreferenced_frames(tmp_path):
+    """The plan must decode fewer frames than a full pass on a B-frame clip (else it buys nothing)."""
+    clip, written = _clip(tmp_path, "c.mp4", duration_s=4, gop=60)
+    with media.open_video(clip) as c:
+        scan = media.scan_packets(c)
+    assert scan.reordered and scan.complete and len(scan.pts) == len(written)
+    sample = media.sample_frames(clip, fps=2, decode="selective")
+    assert sample.decode_path.startswith("selective") and sample.frame_count == len(written)
+    assert len(sample.frames) < sample.decoded < 0.8 * len(written), (sample.decoded, len(written))
+    assert media.sample_frames(clip, fps=2, decode="sequential").decoded == len(written)

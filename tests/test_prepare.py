@@ -69,13 +69,15 @@ def test_rerun_is_a_cache_hit_and_changed_setting_recomputes(tmp_path, monkeypat
     out = tmp_path / "out"
     prepare(root, out, FRAMES_ONLY, workers=1)
     calls = []
-    real = media.sample_frames
-    monkeypatch.setattr(media, "sample_frames", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = media.iter_frames
+    monkeypatch.setattr(media, "iter_frames", lambda *a, **k: calls.append(1) or real(*a, **k))
     assert prepare(root, out, FRAMES_ONLY, workers=1).cache_hits == 1
     assert calls == []
     prepare(root, out, PrepareSettings(anchors=("frames",), fps=4), workers=1)
     assert calls == [1]
-    assert len(load_manifest(out)[0]["frames"]) == 5  # 0, .25, .5, .75 s + last
+    rec = load_manifest(out)[0]
+    assert len(rec["frames"]) == 5  # 0, .25, .5, .75 s + last
+    assert rec["decode_path"].startswith("selective")  # an H.264 clip with B-frames
 
 
 def test_half_written_cache_is_not_trusted(tmp_path):

@@ -7,6 +7,7 @@ apart from access by index (`Frame.index` is only a label).
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import tempfile
@@ -62,6 +63,9 @@ class Sample:
     info: ClipInfo
     frames: list[Frame]  # one per distinct frame shown at the target times, in time order
     last: Frame  # the exact last frame of the clip
+    decode_path: str = "sequential"  # which decoding ran, and why
+    decoded: int = 0  # frames the decoder produced
+    frame_count: int = 0  # frames in the stream
 
 
 def ms(t: Fraction) -> int:
@@ -87,51 +91,77 @@ def _stream_start(stream: av.video.stream.VideoStream) -> int | None:
     return stream.start_time if stream.start_time is not None else None
 
 
-def _packet_pts(container: av.container.InputContainer) -> list[int]:
-    """Presentation timestamps of every video packet, sorted (demux only, no decode)."""
+@dataclass(frozen=True)
+class PacketScan:
+    """What one demux pass (no decoding) says about the video packets."""
+
+    pts: list[int]  # sorted presentation timestamps, one per frame
+    reordered: bool  # decode order differs from presentation order (B-frames)
+    complete: bool  # every non-empty packet had a pts and no pts repeats
+
+
+def scan_packets(container: av.container.InputContainer) -> PacketScan:
     stream = container.streams.video[0]
-    pts = [p.pts for p in container.demux(stream) if p.pts is not None and p.size > 0]
-    return sorted(pts)
+    decode_order, missing = [], 0
+    for p in container.demux(stream):
+        if p.size <= 0:
+            continue
+        if p.pts is None:
+            missing += 1
+        else:
+            decode_order.append(p.pts)
+    ordered = sorted(decode_order)
+    return PacketScan(
+        pts=ordered,
+        reordered=decode_order != ordered,
+        complete=missing == 0 and len(set(ordered)) == len(ordered),
+    )
 
 
 def probe(path: str | os.PathLike[str]) -> ClipInfo:
     """Clip facts from the container, one demux pass and one decoded frame."""
     with open_video(path) as container:
-        stream = container.streams.video[0]
-        tb = stream.time_base
-        pts = _packet_pts(container)
-        if not pts or tb is None:
-            raise MediaError(f"{path}: no video frames (zero-length or unreadable clip)")
-        container.seek(0)
-        rotation = _first_rotation(container)
-        start = _stream_start(stream)
-        start = pts[0] if start is None else min(start, pts[0])
-        deltas = np.diff(np.asarray(pts, dtype=np.int64))
-        vfr = bool(len(deltas) > 1 and (deltas.max() - deltas.min()) > 1)
-        last_rel = Fraction(pts[-1] - start) * tb
-        tail = Fraction(int(np.median(deltas))) * tb if len(deltas) else Fraction(0)
-        duration = last_rel + tail
-        rate = stream.average_rate or stream.guessed_rate
-        fps = float(rate) if rate else (len(pts) / float(duration) if duration else 0.0)
-        cw, ch = stream.codec_context.width, stream.codec_context.height
-        w, h = (ch, cw) if rotation % 180 == 90 else (cw, ch)
-        audio = container.streams.audio[0] if container.streams.audio else None
-        return ClipInfo(
-            path=str(path),
-            duration_ms=ms(duration),
-            fps=round(fps, 3),
-            vfr=vfr,
-            frame_count=len(pts),
-            coded_width=cw,
-            coded_height=ch,
-            width=w,
-            height=h,
-            rotation=rotation,
-            has_audio=audio is not None,
-            video_codec=stream.codec_context.name,
-            audio_codec=audio.codec_context.name if audio is not None else None,
-            last_pts_ms=ms(last_rel),
-        )
+        return _describe(container, path)[0]
+
+
+def _describe(container: av.container.InputContainer, path: str | os.PathLike[str]) -> tuple[ClipInfo, PacketScan]:
+    stream = container.streams.video[0]
+    tb = stream.time_base
+    scan = scan_packets(container)
+    pts = scan.pts
+    if not pts or tb is None:
+        raise MediaError(f"{path}: no video frames (zero-length or unreadable clip)")
+    container.seek(0)
+    rotation = _first_rotation(container)
+    start = _stream_start(stream)
+    start = pts[0] if start is None else min(start, pts[0])
+    deltas = np.diff(np.asarray(pts, dtype=np.int64))
+    vfr = bool(len(deltas) > 1 and (deltas.max() - deltas.min()) > 1)
+    last_rel = Fraction(pts[-1] - start) * tb
+    tail = Fraction(int(np.median(deltas))) * tb if len(deltas) else Fraction(0)
+    duration = last_rel + tail
+    rate = stream.average_rate or stream.guessed_rate
+    fps = float(rate) if rate else (len(pts) / float(duration) if duration else 0.0)
+    cw, ch = stream.codec_context.width, stream.codec_context.height
+    w, h = (ch, cw) if rotation % 180 == 90 else (cw, ch)
+    audio = container.streams.audio[0] if container.streams.audio else None
+    info = ClipInfo(
+        path=str(path),
+        duration_ms=ms(duration),
+        fps=round(fps, 3),
+        vfr=vfr,
+        frame_count=len(pts),
+        coded_width=cw,
+        coded_height=ch,
+        width=w,
+        height=h,
+        rotation=rotation,
+        has_audio=audio is not None,
+        video_codec=stream.codec_context.name,
+        audio_codec=audio.codec_context.name if audio is not None else None,
+        last_pts_ms=ms(last_rel),
+    )
+    return info, scan
 
 
 def _first_rotation(container: av.container.InputContainer) -> int:
@@ -174,6 +204,169 @@ def _configure_threads(stream: av.video.stream.VideoStream, thread_type: str) ->
         stream.thread_count = 0  # let FFmpeg pick from the core count
 
 
+DECODE_PATHS = ("auto", "selective", "sequential")
+SELECTIVE_CODECS = ("h264", "hevc")  # decoders whose skip_frame=NONREF drops exactly the unreferenced frames
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """First item of iter_frames: the clip's facts and which decoding runs (and why)."""
+
+    info: ClipInfo
+    path: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which frames (by pts) must come out, and how they will be decoded."""
+
+    targets: list[Fraction]
+    needed: dict[int, int]  # pts -> display index
+    path: str  # selective | sequential
+    reason: str  # why this path
+
+
+def _targets(info: ClipInfo, fps: float, max_frames: int | None, times_ms: Iterable[int] | None) -> list[Fraction]:
+    if times_ms is not None:
+        return sorted(Fraction(int(t), 1000) for t in times_ms)
+    return target_times(info.duration_ms, fps, max_frames)
+
+
+def plan_frames(
+    scan: PacketScan, start: int, tb: Fraction, targets: list[Fraction], codec: str, decode: str = "auto"
+) -> Plan:
+    """The frame shown at each target (last pts <= t, else the first) plus the last frame.
+
+    Selective decoding is planned only where the packet scan can be trusted and skipping can help.
+    """
+    if decode not in DECODE_PATHS:
+        raise ValueError(f"decode must be one of {DECODE_PATHS}, got {decode!r}")
+    rel = [Fraction(p - start) * tb for p in scan.pts]
+    needed = {}
+    for t in targets:
+        i = max(bisect.bisect_right(rel, t) - 1, 0)
+        needed[scan.pts[i]] = i
+    needed[scan.pts[-1]] = len(scan.pts) - 1
+    if decode == "sequential":
+        path, reason = "sequential", "requested"
+    elif not scan.complete:
+        path, reason = "sequential", "packets without pts or with repeated pts"
+    elif codec not in SELECTIVE_CODECS:
+        path, reason = "sequential", f"no selective plan for {codec}"
+    elif not scan.reordered and decode == "auto":
+        path, reason = "sequential", "no B-frames to skip"
+    else:
+        path, reason = "selective", "non-reference frames skipped"
+    return Plan(targets, needed, path, reason)
+
+
+def _frame(index: int, rel: Fraction, frame: av.VideoFrame, rotation: int, max_side: int | None, fmt: str) -> Frame:
+    image = resize_max_side(upright(frame.to_ndarray(format=fmt), rotation), max_side)
+    return Frame(index=index, pts_ms=ms(rel), image=image)
+
+
+def _decode_selective(
+    container: av.container.InputContainer, plan: Plan, start: int, tb: Fraction, stats: dict[str, int]
+) -> Iterator[tuple[int, Fraction, av.VideoFrame]]:
+    """Decode reference frames and the needed ones; skip every other unreferenced frame."""
+    stream = container.streams.video[0]
+    ctx = stream.codec_context
+    for packet in container.demux(stream):
+        # set per packet: FFmpeg copies skip_frame into the frame thread that takes the packet
+        ctx.skip_frame = "DEFAULT" if packet.pts is None or packet.pts in plan.needed else "NONREF"
+        for frame in ctx.decode(packet):
+            stats["decoded"] += 1
+            if frame.pts in plan.needed:
+                yield plan.needed[frame.pts], Fraction(frame.pts - start) * tb, frame
+
+
+def _decode_sequential(
+    container: av.container.InputContainer,
+    plan: Plan,
+    start: int | None,
+    tb: Fraction,
+    path: str,
+    stats: dict[str, int],
+) -> Iterator[tuple[int, Fraction, av.VideoFrame]]:
+    """Every frame decoded; the one shown at a target is yielded once the next frame passes it."""
+    stream = container.streams.video[0]
+    prev: tuple[int, Fraction, av.VideoFrame] | None = None
+    ti = 0
+    for index, frame in enumerate(container.decode(stream)):
+        stats["decoded"] += 1
+        if frame.pts is None:
+            raise MediaError(f"{path}: frame {index} has no pts")
+        if start is None:
+            start = frame.pts
+        rel = Fraction(frame.pts - start) * tb
+        while ti < len(plan.targets) and plan.targets[ti] < rel:
+            yield prev if prev is not None else (index, rel, frame)
+            ti += 1
+        prev = (index, rel, frame)
+    if prev is None:
+        raise MediaError(f"{path}: no decodable video frames")
+    yield prev  # shown at every remaining target, and the last frame
+
+
+def iter_frames(
+    path: str | os.PathLike[str],
+    fps: float = 2.0,
+    max_frames: int | None = None,
+    times_ms: Iterable[int] | None = None,
+    thread_type: str = "AUTO",
+    info: ClipInfo | None = None,
+    max_side: int | None = None,
+    decode: str = "auto",
+    pixel_format: str = "rgb24",
+    stats: dict[str, int] | None = None,
+) -> Iterator[Decoding | Frame]:
+    """Frames shown at the target times and the exact last frame, each once, in time order.
+
+    Yields first a Decoding (clip info; "selective: ..." or "sequential: ..."), then the
+    frames as soon as they are decoded, so a caller that writes and drops them holds only a
+    few at a time. `pixel_format="bgr24"` suits OpenCV writers. `stats` gets `decoded`
+    (frames the decoder produced) and `frames` (frames in the stream).
+    """
+    stats = {} if stats is None else stats
+    stats["decoded"] = 0
+    with open_video(path) as container:
+        stream = container.streams.video[0]
+        _configure_threads(stream, thread_type)
+        tb = stream.time_base or Fraction(1, 90_000)
+        if info is None:
+            info, scan = _describe(container, path)
+        else:
+            scan = scan_packets(container)
+        if not scan.pts:
+            raise MediaError(f"{path}: no video frames (zero-length or unreadable clip)")
+        targets = _targets(info, fps, max_frames, times_ms)
+        stats["frames"] = len(scan.pts)
+        start = _stream_start(stream)
+        origin = scan.pts[0] if start is None else start
+        plan = plan_frames(scan, origin, tb, targets, info.video_codec, decode)
+        container.seek(0)
+        if plan.path == "selective":
+            source = _decode_selective(container, plan, origin, tb, stats)
+        else:
+            source = _decode_sequential(container, plan, start, tb, str(path), stats)
+        yield Decoding(info, f"{plan.path}: {plan.reason}")
+        seen: set[int] = set()
+        index = -1
+        try:
+            for index, rel, frame in source:
+                if index not in seen:
+                    seen.add(index)
+                    yield _frame(index, rel, frame, info.rotation, max_side, pixel_format)
+        except av.FFmpegError as exc:
+            raise MediaError(
+                f"{path}: decoding failed after frame {index} ({exc}); clip is corrupt or truncated"
+                if seen
+                else f"{path}: decoding failed before the first frame ({exc})"
+            ) from exc
+        if plan.path == "selective" and len(seen) != len(plan.needed):
+            raise MediaError(f"{path}: selective decode returned {len(seen)} of {len(plan.needed)} planned frames")
+
+
 def sample_frames(
     path: str | os.PathLike[str],
     fps: float = 2.0,
@@ -182,61 +375,24 @@ def sample_frames(
     thread_type: str = "AUTO",
     info: ClipInfo | None = None,
     max_side: int | None = None,
+    decode: str = "auto",
 ) -> Sample:
-    """Frames shown at the target times plus the exact last frame, one decode pass.
-
-    The frame shown at time t is the last frame whose pts <= t (the first
-    frame for t before it). Only frames that are kept are converted to RGB.
-    """
-    info = info or probe(path)
-    if times_ms is not None:
-        targets = sorted(Fraction(int(t), 1000) for t in times_ms)
-    else:
-        targets = target_times(info.duration_ms, fps, max_frames)
-    with open_video(path) as container:
-        stream = container.streams.video[0]
-        _configure_threads(stream, thread_type)
-        tb = stream.time_base or Fraction(1, 90_000)
-        start = _stream_start(stream)
-        kept: dict[int, Frame] = {}
-        prev: tuple[int, Fraction, av.VideoFrame] | None = None
-        ti = 0
-        index = -1
-        try:
-            for index, frame in enumerate(container.decode(stream)):
-                if frame.pts is None:
-                    raise MediaError(f"{path}: frame {index} has no pts")
-                if start is None:
-                    start = frame.pts
-                rel = Fraction(frame.pts - start) * tb
-                while ti < len(targets) and targets[ti] < rel:
-                    shown = prev if prev is not None else (index, rel, frame)
-                    _keep(kept, shown, info.rotation, max_side)
-                    ti += 1
-                prev = (index, rel, frame)
-        except av.FFmpegError as exc:
-            if prev is None:
-                raise MediaError(f"{path}: decoding failed before the first frame ({exc})") from exc
-            raise MediaError(
-                f"{path}: decoding failed after frame {index} ({exc}); clip is corrupt or truncated"
-            ) from exc
-        if prev is None:
-            raise MediaError(f"{path}: no decodable video frames")
-        if ti < len(targets):
-            _keep(kept, prev, info.rotation, max_side)
-        last = _keep(kept, prev, info.rotation, max_side)
-    frames = sorted(kept.values(), key=lambda f: f.index)
-    return Sample(info=info, frames=frames, last=last)
-
-
-def _keep(
-    kept: dict[int, Frame], shown: tuple[int, Fraction, av.VideoFrame], rotation: int, max_side: int | None
-) -> Frame:
-    index, rel, frame = shown
-    if index not in kept:
-        rgb = resize_max_side(upright(frame.to_ndarray(format="rgb24"), rotation), max_side)
-        kept[index] = Frame(index=index, pts_ms=ms(rel), image=rgb)
-    return kept[index]
+    """All sampled frames in memory (see iter_frames). A selective plan that does not deliver
+    every planned frame falls back to the sequential pass, and says so in decode_path."""
+    args = (path, fps, max_frames, times_ms, thread_type, info, max_side)
+    stats: dict[str, int] = {}
+    try:
+        items = list(iter_frames(*args, decode=decode, stats=stats))
+    except MediaError as exc:
+        if decode == "sequential" or "selective" not in str(exc):
+            raise
+        items = list(iter_frames(*args, decode="sequential", stats=stats))
+        head = items[0]
+        assert isinstance(head, Decoding)
+        items[0] = Decoding(head.info, f"sequential: fallback after a failed selective plan ({exc})")
+    head, frames = items[0], [f for f in items[1:] if isinstance(f, Frame)]
+    assert isinstance(head, Decoding)
+    return Sample(head.info, frames, frames[-1], head.path, stats["decoded"], stats["frames"])
 
 
 def all_frame_times(path: str | os.PathLike[str]) -> list[int]:
@@ -289,8 +445,10 @@ def resize_max_side(rgb: np.ndarray, max_side: int | None) -> np.ndarray:
     return cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
 
 
-def encode_jpeg(rgb: np.ndarray, quality: int = 90, max_side: int | None = None) -> bytes:
-    bgr = cv2.cvtColor(resize_max_side(rgb, max_side), cv2.COLOR_RGB2BGR)
+def encode_jpeg(image: np.ndarray, quality: int = 90, max_side: int | None = None, order: str = "rgb") -> bytes:
+    """JPEG bytes of an RGB (or, with order="bgr", an OpenCV BGR) image."""
+    image = resize_max_side(image, max_side)
+    bgr = image if order == "bgr" else cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
     ok, buf = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
     if not ok:
         raise MediaError("JPEG encoding failed")
@@ -311,5 +469,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
         raise
 
 
-def write_jpeg(path: str | os.PathLike[str], rgb: np.ndarray, quality: int = 90, max_side: int | None = None) -> None:
-    atomic_write(path, encode_jpeg(rgb, quality, max_side))
+def write_jpeg(
+    path: str | os.PathLike[str], image: np.ndarray, quality: int = 90, max_side: int | None = None, order: str = "rgb"
+) -> None:
+    atomic_write(path, encode_jpeg(image, quality, max_side, order))

@@ -36,6 +36,7 @@ class PrepareSettings:
     max_side: int | None = None
     jpeg_quality: int = 90
     thread_type: str = "AUTO"
+    decode: str = "auto"  # auto | selective | sequential (frames are identical; speed differs)
     asr_model: str = "tiny.en"
     asr_device: str = "auto"
     lang: str | None = None  # None/"auto": detect (or take the clip's own field)
@@ -100,26 +101,41 @@ def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) ->
     cached = _read_json(index_path)
     if cached is not None and all((out / f["path"]).is_file() for f in cached["frames"]):
         return cached | {"cache_hit": True}
-    info = media.probe(job.path)
-    sample = media.sample_frames(
-        job.path, s.fps, s.max_frames, thread_type=s.thread_type, info=info, max_side=s.max_side
-    )
-    rel_dir = Path("frames") / key
-    frames = []
-    for f in sample.frames:
-        rel = rel_dir / f"{f.index:06d}.jpg"
-        media.write_jpeg(out / rel, f.image, s.jpeg_quality)
-        frames.append({"index": f.index, "pts_ms": f.pts_ms, "path": rel.as_posix()})
-    last = next(fr for fr in frames if fr["index"] == sample.last.index)
+    try:
+        info, decode_path, frames = _write_frames(job, s, out, key, s.decode)
+    except media.MediaError as exc:
+        if s.decode == "sequential" or "selective" not in str(exc):
+            raise
+        info, decode_path, frames = _write_frames(job, s, out, key, "sequential")
+        decode_path = f"sequential: fallback after a failed selective plan ({exc})"
     result = {
         "info": asdict(info) | {"path": None},
         "frames": frames,
-        "last_frame": last,
-        "decode_path": "sequential",
+        "last_frame": frames[-1],
+        "decode_path": decode_path,
         "thread_type": s.thread_type,
     }
     write_json_atomic(index_path, result)
     return result | {"cache_hit": False}
+
+
+def _write_frames(
+    job: ClipJob, s: PrepareSettings, out: Path, key: str, decode: str
+) -> tuple[media.ClipInfo, str, list[dict[str, Any]]]:
+    """Each frame is written as JPEG the moment it is decoded and then dropped (bounded memory)."""
+    rel_dir = Path("frames") / key
+    info, decode_path, frames = None, "", []
+    for item in media.iter_frames(
+        job.path, s.fps, s.max_frames, None, s.thread_type, None, s.max_side, decode, pixel_format="bgr24"
+    ):
+        if isinstance(item, media.Decoding):
+            info, decode_path = item.info, item.path
+            continue
+        rel = rel_dir / f"{item.index:06d}.jpg"
+        media.write_jpeg(out / rel, item.image, s.jpeg_quality, order="bgr")
+        frames.append({"index": item.index, "pts_ms": item.pts_ms, "path": rel.as_posix()})
+    assert info is not None
+    return info, decode_path, frames
 
 
 def audio_stage(job: ClipJob, video_sha: str, out: Path) -> dict[str, Any] | None:

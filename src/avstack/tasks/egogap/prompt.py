@@ -47,9 +47,7 @@ def build_prompt(item: Item, style: str = "default") -> str:
     base = "default" if style == "exclusion" else style
     rule = EXCLUSION_RULE if style == "exclusion" else ""
     options = "".join(f"{letter}) {text}\n" for letter, text, _ in item.options)
-    return (
-        _HEADS[base] + _NOTE + rule + _OPTIONS_TITLE[base] + "\n" + options + "\n" + _answer_format(item.letters)
-    )
+    return _HEADS[base] + _NOTE + rule + _OPTIONS_TITLE[base] + "\n" + options + "\n" + _answer_format(item.letters)
 
 
 def shuffled(item: Item, seed: int) -> Item:

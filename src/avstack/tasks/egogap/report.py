@@ -43,7 +43,16 @@ def load_egogap_run(run_dir: str | Path) -> tuple[str, str, dict[str, Any]]:
 
 
 def score_rows(runs: list[tuple[str, str, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
-    header = ["model", "condition", *GROUPS, "motor intrusion (n4)", "off-vantage (n4)", "unparsed", "failed", "missing"]
+    header = [
+        "model",
+        "condition",
+        *GROUPS,
+        "motor intrusion (n4)",
+        "off-vantage (n4)",
+        "unparsed",
+        "failed",
+        "missing",
+    ]
     rows = []
     for model, cond, res in runs:
         err, counts = res["n4_errors"], res["counts"]
