@@ -135,8 +135,8 @@ def test_jpeg_max_side(tmp_path):
         ({"codec": "libx264", "vfr": True}, "selective"),
         ({"codec": "libx265", "vfr": True}, "selective"),
         ({"codec": "libx264", "rotation": 90}, "selective"),
-        ({"codec": "libx264", "bframes": False}, "sequential"),
-        ({"codec": "libx265", "bframes": False}, "sequential"),
+        ({"codec": "libx264", "bframes": False}, "selective"),  # GOP tails still skipped
+        ({"codec": "libx265", "bframes": False}, "selective"),
     ],
 )
 def test_selective_decoding_is_bit_identical_to_the_sequential_pass(tmp_path, kw, path):
@@ -144,7 +144,7 @@ def test_selective_decoding_is_bit_identical_to_the_sequential_pass(tmp_path, kw
     seq = media.sample_frames(clip, fps=3, decode="sequential")
     auto = media.sample_frames(clip, fps=3)
     assert auto.decode_path.startswith(path), auto.decode_path
-    forced = media.sample_frames(clip, fps=3, decode="selective")  # a plan is valid even without B-frames
+    forced = media.sample_frames(clip, fps=3, decode="selective")
     for got in (auto, forced):
         assert [(f.index, f.pts_ms) for f in got.frames] == [(f.index, f.pts_ms) for f in seq.frames]
         assert all(np.array_equal(a.image, b.image) for a, b in zip(got.frames, seq.frames))
@@ -166,3 +166,26 @@ def test_selective_plan_skips_unreferenced_frames(tmp_path):
     assert sample.decode_path.startswith("selective") and sample.frame_count == len(written)
     assert len(sample.frames) < sample.decoded < 0.8 * len(written), (sample.decoded, len(written))
     assert media.sample_frames(clip, fps=2, decode="sequential").decoded == len(written)
+
+
+def _scan(order):
+    pts = [p for p, _ in order]
+    return media.PacketScan(sorted(pts), order, pts != sorted(pts), len(set(pts)) == len(pts))
+
+
+def test_plan_keeps_references_and_drops_only_safe_gop_tails():
+    from fractions import Fraction as F
+
+    # decode order of two closed GOPs with one B-frame each: I0 P2 B1 P4 B3 | I5 P7 B6
+    order = [(0, True), (2, False), (1, False), (4, False), (3, False), (5, True), (7, False), (6, False)]
+    plan = media.plan_frames(_scan(order), 0, F(1), [F(0), F(1)], "h264")
+    assert plan.path == "selective" and plan.needed == {0: 0, 1: 1, 7: 7}
+    # after B1 (needed) nothing in GOP 1 is needed and GOP 2 is closed, so P4 and B3 go;
+    # B6 is decoded after the last frame P7 and nothing needs it
+    assert plan.drop == {4, 3, 6}
+    # the same, but GOP 2 opens with a leading picture (shown before its keyframe): keep GOP 1 whole
+    open_order = [(0, True), (2, False), (1, False), (4, False), (6, True), (5, False), (7, False)]
+    assert media.plan_frames(_scan(open_order), 0, F(1), [F(0), F(1)], "hevc").drop == frozenset()
+    assert media.plan_frames(_scan(order), 0, F(1), [F(0)], "vp9").path == "sequential"
+    repeated = order + [(7, False)]
+    assert media.plan_frames(_scan(repeated), 0, F(1), [F(0)], "h264").path == "sequential"

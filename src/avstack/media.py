@@ -96,6 +96,7 @@ class PacketScan:
     """What one demux pass (no decoding) says about the video packets."""
 
     pts: list[int]  # sorted presentation timestamps, one per frame
+    decode_order: list[tuple[int, bool]]  # (pts, is keyframe) in decode order
     reordered: bool  # decode order differs from presentation order (B-frames)
     complete: bool  # every non-empty packet had a pts and no pts repeats
 
@@ -109,13 +110,44 @@ def scan_packets(container: av.container.InputContainer) -> PacketScan:
         if p.pts is None:
             missing += 1
         else:
-            decode_order.append(p.pts)
-    ordered = sorted(decode_order)
+            decode_order.append((p.pts, bool(p.is_keyframe)))
+    in_decode = [pts for pts, _ in decode_order]
+    ordered = sorted(in_decode)
     return PacketScan(
         pts=ordered,
-        reordered=decode_order != ordered,
+        decode_order=decode_order,
+        reordered=in_decode != ordered,
         complete=missing == 0 and len(set(ordered)) == len(ordered),
     )
+
+
+def _gops(order: list[tuple[int, bool]]) -> list[range]:
+    """Decode-order spans from each keyframe to the next."""
+    starts = [i for i, (_, key) in enumerate(order) if key]
+    if not starts or starts[0] != 0:
+        starts = [0, *starts]
+    return [range(a, b) for a, b in zip(starts, [*starts[1:], len(order)])]
+
+
+def _is_open(order: list[tuple[int, bool]], gop: range) -> bool:
+    """Leading pictures (shown before their keyframe) may reference the previous GOP."""
+    key_pts = order[gop.start][0]
+    return any(order[i][0] < key_pts for i in gop[1:])
+
+
+def droppable_tails(order: list[tuple[int, bool]], needed: Iterable[int]) -> frozenset[int]:
+    """Packets no needed frame can depend on: in each GOP, those decoded after its last needed
+    packet, when the next GOP is closed (a later packet is never a reference for an earlier one,
+    and nothing after a closed keyframe looks back past it)."""
+    needed = set(needed)
+    gops = _gops(order)
+    drop: set[int] = set()
+    for j, gop in enumerate(gops):
+        if j + 1 < len(gops) and _is_open(order, gops[j + 1]):
+            continue
+        last = max((i for i in gop if order[i][0] in needed), default=gop.start - 1)
+        drop.update(order[i][0] for i in range(last + 1, gop.stop))
+    return frozenset(drop)
 
 
 def probe(path: str | os.PathLike[str]) -> ClipInfo:
@@ -224,6 +256,7 @@ class Plan:
     needed: dict[int, int]  # pts -> display index
     path: str  # selective | sequential
     reason: str  # why this path
+    drop: frozenset[int] = frozenset()  # pts of packets not decoded at all (selective)
 
 
 def _targets(info: ClipInfo, fps: float, max_frames: int | None, times_ms: Iterable[int] | None) -> list[Fraction]:
@@ -253,10 +286,9 @@ def plan_frames(
         path, reason = "sequential", "packets without pts or with repeated pts"
     elif codec not in SELECTIVE_CODECS:
         path, reason = "sequential", f"no selective plan for {codec}"
-    elif not scan.reordered and decode == "auto":
-        path, reason = "sequential", "no B-frames to skip"
     else:
-        path, reason = "selective", "non-reference frames skipped"
+        drop = droppable_tails(scan.decode_order, needed)
+        return Plan(targets, needed, "selective", f"unreferenced frames and {len(drop)} GOP-tail frames skipped", drop)
     return Plan(targets, needed, path, reason)
 
 
@@ -273,7 +305,10 @@ def _decode_selective(
     ctx = stream.codec_context
     for packet in container.demux(stream):
         # set per packet: FFmpeg copies skip_frame into the frame thread that takes the packet
-        ctx.skip_frame = "DEFAULT" if packet.pts is None or packet.pts in plan.needed else "NONREF"
+        if packet.pts is None or packet.pts in plan.needed:
+            ctx.skip_frame = "DEFAULT"
+        else:
+            ctx.skip_frame = "ALL" if packet.pts in plan.drop else "NONREF"
         for frame in ctx.decode(packet):
             stats["decoded"] += 1
             if frame.pts in plan.needed:
