@@ -280,10 +280,41 @@ def refine_edges(words: list[Word], samples: np.ndarray, max_shift_ms: int = 200
 # --------------------------------------------------------------------------- transcription
 
 
+def _segment_words(seg: Any, offset_s: float, dropped: list[str]) -> list[Word]:
+    """A segment's words in ms from `offset_s`; none when the segment looks hallucinated."""
+    if seg.no_speech_prob > 0.6 and seg.avg_logprob < -1.0:
+        dropped.append(f"no-speech segment: {seg.text.strip()!r}")
+        return []
+    if seg.compression_ratio > 2.4:
+        dropped.append(f"repetitive segment: {seg.text.strip()[:60]!r}")
+        return []
+    return [
+        Word(
+            w.word, int(round((w.start - offset_s) * 1000)), int(round((w.end - offset_s) * 1000)), float(w.probability)
+        )
+        for w in seg.words or []
+    ]
+
+
+def _finish(words: list[Word], dropped: list[str], language: str, samples: np.ndarray, s: AsrSettings) -> Transcript:
+    """The guards every transcript goes through: script, grouping, clamping, loops, edges."""
+    duration_ms = int(len(samples) * 1000 / RATE)
+    if language == "zh":
+        if s.simplified:
+            words = [Word(to_simplified(w.text), w.begin_ms, w.end_ms, w.prob) for w in words]
+        words = group_chinese(sanitize(words, duration_ms))
+    words = sanitize(words, duration_ms)
+    words, removed = collapse_repeats(words)
+    if removed:
+        dropped.append(f"repetition loop: {removed} words")
+    if s.refine:
+        words = refine_edges(words, samples)
+    return Transcript(s.model, language, tuple(words), s, tuple(dropped))
+
+
 def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Transcript:
     """Words with times in ms from the start of `samples` (16 kHz mono float32)."""
     s = settings or AsrSettings()
-    duration_ms = int(len(samples) * 1000 / RATE)
     lang = None if s.language in ("auto", "", None) else s.language
     if not speech_present(samples):
         return Transcript(s.model, lang or "", (), s, ("no speech energy",))
@@ -297,29 +328,54 @@ def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Tran
         condition_on_previous_text=False,
         temperature=[0.0, 0.2, 0.4],
     )
-    words: list[Word] = []
     dropped: list[str] = []
+    words = [w for seg in segments for w in _segment_words(seg, 0.0, dropped)]
+    return _finish(words, dropped, lang or info.language, samples, s)
+
+
+BATCH_MAX_S = 30  # one Whisper window per clip
+
+
+def transcribe_batch(
+    clips: list[np.ndarray], settings: AsrSettings | None = None, batch_size: int = 16
+) -> list[Transcript]:
+    """Many clips through one model call, batched (BatchedInferencePipeline over the clips laid end to
+    end, one window each). Needs a fixed language and clips up to 30 s; else clips go one by one."""
+    s = settings or AsrSettings()
+    lang = None if s.language in ("auto", "", None) else s.language
+    if lang is None or any(len(c) > BATCH_MAX_S * RATE for c in clips):
+        return [transcribe(c, s) for c in clips]
+    from faster_whisper import BatchedInferencePipeline
+
+    out: list[Transcript | None] = [
+        None if speech_present(c) else Transcript(s.model, lang, (), s, ("no speech energy",)) for c in clips
+    ]
+    todo = [i for i, t in enumerate(out) if t is None]
+    if not todo:
+        return [t for t in out if t is not None]
+    starts = np.cumsum([0] + [len(clips[i]) for i in todo]) / RATE
+    windows = [{"start": float(starts[k]), "end": float(starts[k + 1])} for k in range(len(todo))]
+    pipe = BatchedInferencePipeline(load_model(s.model, s.device))
+    segments, _ = pipe.transcribe(
+        np.concatenate([clips[i] for i in todo]).astype(np.float32),
+        language=lang,
+        beam_size=s.beam_size,
+        word_timestamps=True,
+        clip_timestamps=windows,
+        batch_size=batch_size,
+        temperature=[0.0, 0.2, 0.4],
+    )
+    words: dict[int, list[Word]] = {k: [] for k in range(len(todo))}
+    dropped: dict[int, list[str]] = {k: [] for k in range(len(todo))}
+    chunk_of = {int(starts[k] * 100): k for k in range(len(todo))}  # seek is the chunk offset in 10 ms frames
     for seg in segments:
-        if seg.no_speech_prob > 0.6 and seg.avg_logprob < -1.0:
-            dropped.append(f"no-speech segment: {seg.text.strip()!r}")
-            continue
-        if seg.compression_ratio > 2.4:
-            dropped.append(f"repetitive segment: {seg.text.strip()[:60]!r}")
-            continue
-        for w in seg.words or []:
-            words.append(Word(w.word, int(round(w.start * 1000)), int(round(w.end * 1000)), float(w.probability)))
-    language = lang or info.language
-    if language == "zh":
-        if s.simplified:
-            words = [Word(to_simplified(w.text), w.begin_ms, w.end_ms, w.prob) for w in words]
-        words = group_chinese(sanitize(words, duration_ms))
-    words = sanitize(words, duration_ms)
-    words, removed = collapse_repeats(words)
-    if removed:
-        dropped.append(f"repetition loop: {removed} words")
-    if s.refine:
-        words = refine_edges(words, samples)
-    return Transcript(s.model, language, tuple(words), s, tuple(dropped))
+        k = chunk_of.get(seg.seek)
+        if k is None:
+            k = min(int(np.searchsorted(starts, seg.start + 1e-3, side="right")) - 1, len(todo) - 1)
+        words[k].extend(_segment_words(seg, float(starts[k]), dropped[k]))
+    for k, i in enumerate(todo):
+        out[i] = _finish(words[k], dropped[k], lang, clips[i], s)
+    return [t for t in out if t is not None]
 
 
 def transcribe_file(path: str | os.PathLike[str], settings: AsrSettings | None = None) -> Transcript:

@@ -33,7 +33,9 @@ class ClipJob:
 
 
 def _rel(root: Path, path: Path) -> str:
-    return path.resolve().relative_to(root.resolve()).as_posix()
+    """Lexical path below root: a user's symlink to a video elsewhere is followed, not refused
+    (names taken from annotation files are checked by safe_video_path instead)."""
+    return path.relative_to(root).as_posix()
 
 
 def discover(root: str | Path, lang: str | None = None) -> list[ClipJob]:

@@ -228,12 +228,12 @@ def upright(rgb: np.ndarray, rotation: int) -> np.ndarray:
     return np.ascontiguousarray(np.rot90(rgb, k)) if k else rgb
 
 
-def _configure_threads(stream: av.video.stream.VideoStream, thread_type: str) -> None:
+def _configure_threads(stream: av.video.stream.VideoStream, thread_type: str, threads: int = 0) -> None:
     if thread_type not in THREAD_TYPES:
         raise ValueError(f"thread_type must be one of {THREAD_TYPES}, got {thread_type!r}")
     if thread_type != "NONE":
         stream.thread_type = thread_type
-        stream.thread_count = 0  # let FFmpeg pick from the core count
+        stream.thread_count = threads  # 0: FFmpeg picks from the core count
 
 
 DECODE_PATHS = ("auto", "selective", "sequential")
@@ -354,6 +354,7 @@ def iter_frames(
     decode: str = "auto",
     pixel_format: str = "rgb24",
     stats: dict[str, int] | None = None,
+    threads: int = 0,
 ) -> Iterator[Decoding | Frame]:
     """Frames shown at the target times and the exact last frame, each once, in time order.
 
@@ -366,7 +367,7 @@ def iter_frames(
     stats["decoded"] = 0
     with open_video(path) as container:
         stream = container.streams.video[0]
-        _configure_threads(stream, thread_type)
+        _configure_threads(stream, thread_type, threads)
         tb = stream.time_base or Fraction(1, 90_000)
         if info is None:
             info, scan = _describe(container, path)

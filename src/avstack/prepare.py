@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ class PrepareSettings:
     jpeg_quality: int = 90
     thread_type: str = "AUTO"
     decode: str = "auto"  # auto | selective | sequential (frames are identical; speed differs)
+    threads: int = 0  # decoder and ASR threads per worker; 0: all cores (1 worker) or a fair share
     asr_model: str = "tiny.en"
     asr_device: str = "auto"
     lang: str | None = None  # None/"auto": detect (or take the clip's own field)
@@ -126,7 +127,16 @@ def _write_frames(
     rel_dir = Path("frames") / key
     info, decode_path, frames = None, "", []
     for item in media.iter_frames(
-        job.path, s.fps, s.max_frames, None, s.thread_type, None, s.max_side, decode, pixel_format="bgr24"
+        job.path,
+        s.fps,
+        s.max_frames,
+        None,
+        s.thread_type,
+        None,
+        s.max_side,
+        decode,
+        pixel_format="bgr24",
+        threads=s.threads,
     ):
         if isinstance(item, media.Decoding):
             info, decode_path = item.info, item.path
@@ -276,6 +286,9 @@ def prepare(
     out.mkdir(parents=True, exist_ok=True)
     jobs = discover(data_root, lang=s.lang if s.lang not in (None, "auto") else None)
     workers = min(workers or _default_workers(), max(1, len(jobs)))
+    if workers > 1 and s.threads == 0:
+        # workers share the cores: oversubscribed decoder and ASR threads only contend
+        s = replace(s, threads=max(1, _default_workers() // workers))
     records = list(_run_jobs(jobs, s, out, workers, progress))
     records.sort(key=lambda r: r["clip_id"])
     _write_manifest(out, data_root, s, records)
@@ -294,9 +307,15 @@ def _run_jobs(
         yield from wrap((prepare_clip(j, s, out) for j in jobs), len(jobs))
         return
     # spawn: decoder and CTranslate2 threads do not survive a fork safely
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+    ctx = get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(s.threads,)) as pool:
         futures = [pool.submit(prepare_clip, j, s, out) for j in jobs]
         yield from wrap((f.result() for f in as_completed(futures)), len(jobs))
+
+
+def _init_worker(threads: int) -> None:
+    if threads:
+        os.environ.setdefault("AVSTACK_ASR_THREADS", str(threads))
 
 
 def _write_manifest(out: Path, data_root: str | Path, s: PrepareSettings, records: list[dict[str, Any]]) -> None:

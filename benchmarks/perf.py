@@ -1,0 +1,354 @@
+"""Performance benchmark: decode strategies, JPEG encoders, prepare workers, memory, ASR speed.
+
+Every comparison is a ratio against a baseline measured in the same run, alternating
+methods, so the numbers survive a noisy machine. Prints Markdown tables and writes JSON.
+
+    python benchmarks/perf.py                      # everything that runs on a CPU
+    python benchmarks/perf.py --only decode,jpeg   # a subset
+    python benchmarks/perf.py --only asr --device cuda --clips 100   # the GPU script
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import av
+import cv2
+import numpy as np
+
+from avstack import media, synth
+from avstack.prepare import PrepareSettings, prepare
+
+FRAMES_ONLY = PrepareSettings(anchors=("frames",))
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def alternate(methods: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    """Median seconds per method, methods interleaved in every round."""
+    times: dict[str, list[float]] = {m: [] for m in methods}
+    for _ in range(repeats):
+        for name, fn in methods.items():
+            times[name].append(timed(fn))
+    return {m: statistics.median(v) for m, v in times.items()}
+
+
+def table(rows: list[dict[str, Any]], cols: list[str]) -> str:
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- decode
+
+
+def published_sampler(path: Path, fps: float = 2.0) -> int:
+    """The EcoG authors' method: seek by frame number (index / fps) per target, then the last frame;
+    PIL JPEG q95."""
+    from PIL import Image
+
+    cap = cv2.VideoCapture(str(path))
+    native = cap.get(cv2.CAP_PROP_FPS)
+    count = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+    n, t = 0, 0.0
+    while t < count / native:
+        cap.set(cv2.CAP_PROP_POS_FRAMES, int(t * native))
+        ok, frame = cap.read()
+        if ok:
+            Image.fromarray(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)).save(io.BytesIO(), "JPEG", quality=95)
+            n += 1
+        t += 1 / fps
+    cap.set(cv2.CAP_PROP_POS_FRAMES, count - 1)
+    ok, frame = cap.read()
+    if ok:
+        Image.fromarray(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)).save(io.BytesIO(), "JPEG", quality=95)
+    cap.release()
+    return n + 1
+
+
+def bare_decode(path: Path, thread_type: str | None = "AUTO") -> int:
+    """Every frame decoded, nothing else; thread_type None keeps PyAV's defaults."""
+    with av.open(str(path)) as c:
+        s = c.streams.video[0]
+        if thread_type:
+            s.thread_type = thread_type
+        return sum(1 for _ in c.decode(s))
+
+
+def sampler(path: Path, decode: str) -> media.Sample:
+    sample = media.sample_frames(path, fps=2.0, decode=decode)
+    for f in sample.frames:
+        media.encode_jpeg(f.image, 90)
+    return sample
+
+
+def prepare_one(path: Path, work: Path) -> None:
+    """`avstack prepare --anchors frames` on one clip, cold cache, in process."""
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "in").mkdir(parents=True)
+    os.symlink(path, work / "in" / path.name)
+    report = prepare(work / "in", work / "out", FRAMES_ONLY, workers=1)
+    assert not report.failed, report.failed
+
+
+def identical(path: Path) -> bool:
+    a, b = media.sample_frames(path, decode="selective"), media.sample_frames(path, decode="sequential")
+    same = [(f.index, f.pts_ms) for f in a.frames] == [(f.index, f.pts_ms) for f in b.frames]
+    return same and all(np.array_equal(x.image, y.image) for x, y in zip(a.frames, b.frames))
+
+
+def bench_decode(tmp: Path, seconds: float, repeats: int, gop: int) -> list[dict[str, Any]]:
+    rows = []
+    for codec in ("libx264", "libx265"):
+        path = tmp / f"{codec}-{gop}.mp4"
+        synth.write_clip(path, synth.ClipSpec(1920, 1080, 30, seconds, codec=codec, crf=23, gop=gop))
+        med = alternate(
+            {
+                "bare_auto": lambda p=path: bare_decode(p),
+                "bare_pyav_default": lambda p=path: bare_decode(p, None),
+                "published": lambda p=path: published_sampler(p),
+                "sequential": lambda p=path: sampler(p, "sequential"),
+                "selective": lambda p=path: sampler(p, "selective"),
+                "prepare": lambda p=path: prepare_one(p, tmp / "work"),
+            },
+            repeats,
+        )
+        sel = media.sample_frames(path, decode="selective")
+        rows.append(
+            {
+                "codec": codec,
+                "gop": gop,
+                **{f"{k}_s": round(v, 3) for k, v in med.items()},
+                "decoded": f"{sel.decoded}/{sel.frame_count}",
+                "identical": identical(path),
+                "prepare/bare_auto": round(med["prepare"] / med["bare_auto"], 2),
+                "published/prepare": round(med["published"] / med["prepare"], 2),
+                "selective/sequential": round(med["selective"] / med["sequential"], 2),
+            }
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- JPEG
+
+
+def bench_jpeg(repeats: int) -> list[dict[str, Any]]:
+    from PIL import Image
+
+    rgb = synth.draw_frame(7, 1920, 1080)
+    bgr = cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
+
+    def pil() -> bytes:
+        buf = io.BytesIO()
+        Image.fromarray(rgb).save(buf, "JPEG", quality=90)
+        return buf.getvalue()
+
+    n = 20
+    med = alternate(
+        {
+            "pil_rgb": lambda: [pil() for _ in range(n)],
+            "cv2_rgb": lambda: [media.encode_jpeg(rgb, 90) for _ in range(n)],
+            "cv2_bgr": lambda: [media.encode_jpeg(bgr, 90, order="bgr") for _ in range(n)],
+        },
+        repeats,
+    )
+    same = pil() == media.encode_jpeg(rgb, 90)
+    return [
+        {
+            "encoder": k,
+            "ms_per_1080p_frame": round(1000 * v / n, 2),
+            "vs_pil": round(v / med["pil_rgb"], 2),
+            "same_bytes_as_pil": same if k != "pil_rgb" else "",
+        }
+        for k, v in med.items()
+    ]
+
+
+# --------------------------------------------------------------------------- workers
+
+
+def noisy_clip(path: Path, size: str, seconds: float, seed: int, wav: Path | None = None, gop: int = 30) -> None:
+    """A distinct, camera-like (noisy, moving) H.264 clip with B-frames; optional audio track."""
+    cmd = ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc2=size={size}:rate=30:d={seconds}"]
+    if wav is not None:
+        cmd += ["-i", str(wav), "-c:a", "aac", "-shortest"]
+    cmd += ["-vf", f"noise=alls=12:allf=t:all_seed={seed}", "-c:v", "libx264", "-preset", "veryfast"]
+    cmd += ["-bf", "2", "-g", str(gop), "-pix_fmt", "yuv420p", str(path)]
+    subprocess.run(cmd, check=True)
+
+
+def bench_workers(tmp: Path, n_clips: int, repeats: int, anchors: tuple[str, ...]) -> list[dict[str, Any]]:
+    root = tmp / "clips"
+    root.mkdir(exist_ok=True)
+    wav = None
+    if "asr" in anchors:
+        import soundfile as sf
+
+        wav = tmp / "speech.wav"
+        sf.write(wav, synth.speak(["put", "this", "there"], [400, 1200, 2200], 4.0)[0], 16_000)
+    for i in range(n_clips):
+        noisy_clip(root / f"c{i:02d}.mp4", "1280x720", 4.0, seed=i, wav=wav)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    # (label, workers, decoder/ASR threads per worker; 0 = all cores for one worker, a share for several)
+    configs = [("1 worker, threads on all cores", 1, 0), ("1 worker, 1 thread", 1, 1)]
+    configs += [(f"{w} workers, cores shared", w, 0) for w in sorted({2, cores})]
+
+    def run(w: int, threads: int) -> None:
+        shutil.rmtree(tmp / "wout", ignore_errors=True)
+        report = prepare(root, tmp / "wout", PrepareSettings(anchors=anchors, threads=threads), workers=w)
+        assert not report.failed, report.failed
+
+    med = alternate({label: lambda w=w, t=t: run(w, t) for label, w, t in configs}, repeats)
+    threaded, single = med[configs[0][0]], med[configs[1][0]]
+    return [
+        {
+            "anchors": ",".join(anchors),
+            "config": label,
+            "cores": cores,
+            "seconds": round(med[label], 2),
+            "clips_per_s": round(n_clips / med[label], 2),
+            "vs_1_worker_threaded": round(med[label] / threaded, 2),
+            "vs_1_worker_1_thread": round(med[label] / single, 2),
+        }
+        for label, _, _ in configs
+    ]
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def bench_rss(tmp: Path, seconds: float) -> list[dict[str, Any]]:
+    """Peak RSS of `avstack prepare --anchors frames` on one 2160p clip, in a fresh process."""
+    root = tmp / "uhd"
+    root.mkdir(exist_ok=True)
+    path = root / "uhd.mp4"
+    if not path.exists():
+        cmd = ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc2=size=3840x2160:rate=30:d={seconds}"]
+        cmd += ["-c:v", "libx264", "-preset", "ultrafast", "-bf", "2", "-g", "30", "-pix_fmt", "yuv420p", str(path)]
+        subprocess.run(cmd, check=True)
+    code = (
+        "import resource, sys; from avstack.prepare import prepare, PrepareSettings; "
+        f"r = prepare({str(root)!r}, {str(tmp / 'uhd_out')!r}, PrepareSettings(anchors=('frames',)), workers=1); "
+        "print(r.records[0]['decode_path'], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    wall = time.perf_counter() - t0
+    path_used, kb = out.strip().rsplit(" ", 1)
+    return [
+        {
+            "clip": f"{seconds:.0f} s 3840x2160 H.264",
+            "peak_rss_mb": round(int(kb) / 1024),
+            "seconds": round(wall, 1),
+            "decode_path": path_used,
+        }
+    ]
+
+
+# --------------------------------------------------------------------------- ASR
+
+
+def bench_asr(tmp: Path, device: str, n_clips: int, models: list[str]) -> list[dict[str, Any]]:
+    """RTF per model and device: clips one by one vs batched across clips (transcribe_batch)."""
+    from avstack import asr
+
+    clips = [
+        synth.speak(["put", "this", "cup", "over", "there"], [300 + 40 * i, 900, 1500, 2100, 2700], 4.0, seed=i)[0]
+        for i in range(n_clips)
+    ]
+    audio_s = sum(len(c) for c in clips) / asr.RATE
+    rows = []
+    for model in models:
+        settings = asr.AsrSettings(model=model, device=device, language="en")
+        t0 = time.perf_counter()
+        asr.transcribe(clips[0], settings)
+        load_s = time.perf_counter() - t0
+        dev, compute = asr.pick_device(device)
+        modes = {
+            "sequential": lambda s=settings: [asr.transcribe(c, s) for c in clips],
+            "batched": lambda s=settings: asr.transcribe_batch(clips, s),
+        }
+        for mode, fn in modes.items():
+            secs = timed(fn)
+            rows.append(
+                {
+                    "model": model,
+                    "device": f"{dev} {compute}",
+                    "mode": mode,
+                    "clips": n_clips,
+                    "first_call_s": round(load_s, 2),
+                    "rtf": round(secs / audio_s, 4),
+                    "clips_per_s": round(n_clips / secs, 2),
+                }
+            )
+    return rows
+
+
+SECTIONS = ("decode", "jpeg", "workers", "rss", "asr")
+
+
+def machine() -> str:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (
+        f"{platform.machine()}, {cores} cores, python {platform.python_version()}, av {av.__version__}, "
+        f"opencv {cv2.__version__}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default=",".join(s for s in SECTIONS if s != "rss"), help=f"comma list of {SECTIONS}")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=10.0, help="1080p decode clip length")
+    ap.add_argument("--gop", type=int, default=30)
+    ap.add_argument("--clips", type=int, default=12, help="clips for the workers and ASR sections")
+    ap.add_argument("--anchors", default="frames", help="anchors for the workers section (frames or full)")
+    ap.add_argument("--rss-seconds", type=float, default=60.0)
+    ap.add_argument("--device", default="auto", help="ASR device: auto, cpu, cuda")
+    ap.add_argument("--models", default="tiny.en,base")
+    ap.add_argument("--json", type=Path, default=Path("benchmarks/perf.json"))
+    args = ap.parse_args()
+    only = [s for s in args.only.split(",") if s]
+    result: dict[str, Any] = {"machine": machine()}
+    print(f"machine: {result['machine']}\n")
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        if "decode" in only:
+            rows = result["decode"] = bench_decode(tmp, args.seconds, args.repeats, args.gop)
+            print("## Decode: 2 fps + last frame from 1080p, JPEG included\n")
+            print(table(rows, list(rows[0])) + "\n")
+        if "jpeg" in only:
+            rows = result["jpeg"] = bench_jpeg(args.repeats)
+            print("## JPEG encoders\n\n" + table(rows, list(rows[0])) + "\n")
+        if "workers" in only:
+            anchors = ("frames", "audio", "asr") if args.anchors == "full" else tuple(args.anchors.split(","))
+            rows = result["workers"] = bench_workers(tmp, args.clips, args.repeats, anchors)
+            print(f"## prepare on {args.clips} clips (1280x720, 4 s)\n\n" + table(rows, list(rows[0])) + "\n")
+        if "rss" in only:
+            rows = result["rss"] = bench_rss(tmp, args.rss_seconds)
+            print("## Peak memory\n\n" + table(rows, list(rows[0])) + "\n")
+        if "asr" in only:
+            rows = result["asr"] = bench_asr(tmp, args.device, args.clips, args.models.split(","))
+            print("## ASR speed\n\n" + table(rows, list(rows[0])) + "\n")
+    args.json.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
