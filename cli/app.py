@@ -51,6 +51,10 @@ def prepare(
     ] = "tiny.en",
     lang: Annotated[str, typer.Option(help="ASR language: auto, en, zh, ...")] = "auto",
     device: Annotated[str, typer.Option(help="ASR device: auto, cpu, cuda")] = "auto",
+    refine_words: Annotated[
+        bool, typer.Option(help="Snap ASR word edges to speech-energy edges (measured: benchmarks/asr_timing.py)")
+    ] = False,
+    decode: Annotated[str, typer.Option(help="auto, selective or sequential (identical frames)")] = "auto",
 ) -> None:
     """Decode clips, sample frames at true times, extract audio and word-level ASR; write a manifest."""
     from avstack.prepare import PrepareSettings, parse_anchors
@@ -66,6 +70,8 @@ def prepare(
             asr_model=asr_model,
             asr_device=device,
             lang=None if lang == "auto" else lang,
+            asr_refine=refine_words,
+            decode=decode,
         )
         report = run_prepare(data_root, out, settings, workers, progress)
     except (ValueError, FileNotFoundError) as exc:

@@ -90,3 +90,48 @@ def test_prepare_rerun_does_not_rerun_whisper(sample_root, tmp_path, monkeypatch
     assert calls == [1]
     prepare(root, tmp_path / "o", PrepareSettings(), workers=1)
     assert calls == [1]
+
+
+def test_boundary_scoring_by_hand():
+    from avstack.asr_eval import score_case
+
+    truth = [
+        {"text": "put", "begin_time": 500, "end_time": 800},
+        {"text": "this", "begin_time": 1000, "end_time": 1300},
+        {"text": "there", "begin_time": 1600, "end_time": 2000},
+    ]
+    hyp = [Word("Put", 400, 900, 0.9), Word("the", 900, 1350, 0.5), Word("there.", 1550, 2100, 0.9)]
+    sc = score_case(truth, hyp, "en")
+    assert (sc.words, sc.recognized) == (3, 2)  # "this" heard as "the"
+    assert sc.begin_errors == [100, 50] and sc.end_errors == [100, 100]
+    # Chinese is matched by character: 放到 heard as 放 + 到 still counts, its edges from both words
+    zh = [{"text": "放到", "begin_time": 100, "end_time": 600}, {"text": "那里", "begin_time": 700, "end_time": 1200}]
+    sc = score_case(zh, [Word("放", 120, 300, 1), Word("到", 300, 650, 1), Word("哪里", 650, 1200, 1)], "zh")
+    assert (sc.recognized, sc.begin_errors, sc.end_errors) == (1, [20], [50])
+
+
+@needs_espeak
+def test_refinement_brings_word_edges_to_the_true_times():
+    """Held-out-style English instructions: the energy-edge refinement must clearly beat raw Whisper
+    times on the same transcripts (the harness in benchmarks/asr_timing.py at small scale)."""
+    from avstack import asr_eval
+
+    cases = [asr_eval.make_case("en", 7000 + i) for i in range(4)]
+    raw = asr_eval.evaluate(cases, AsrSettings(model="tiny.en", language="en"), noise_cases=1)
+    refined = asr_eval.evaluate(cases, AsrSettings(model="tiny.en", language="en", refine=True), noise_cases=1)
+    assert raw["recognized_pct"] >= 50 and refined["noise_only_words"] == 0
+    assert refined["boundary_median_ms"] <= 60 < raw["boundary_median_ms"], (raw, refined)
+    assert refined["boundary_p90_ms"] <= raw["boundary_p90_ms"]
+
+
+@needs_espeak
+def test_mandarin_from_pinyin_comes_out_simplified_and_grouped():
+    from avstack import asr_eval
+
+    case = asr_eval.make_case("zh", 7100)
+    tr = asr.transcribe(case.audio, AsrSettings(model="base", language="zh", refine=True))
+    text = "".join(w.text for w in tr.words)
+    assert text and asr.to_simplified(text) == text
+    assert any(len(w.text) > 1 for w in tr.words)  # words, not single characters
+    sc = asr_eval.score_case(case.truth, tr.words, "zh")
+    assert sc.recognized >= len(case.truth) // 2, (case.truth, tr.to_ecog())

@@ -255,23 +255,58 @@ def group_chinese(words: list[Word]) -> list[Word]:
 # --------------------------------------------------------------------------- refinement
 
 
-def refine_edges(words: list[Word], samples: np.ndarray, max_shift_ms: int = 200) -> list[Word]:
-    """Snap each word's edges to the nearest speech-energy edge within max_shift_ms."""
-    hop = int(0.01 * RATE)
-    if samples.size < hop * 3:
-        return words
+def voiced_regions(
+    samples: np.ndarray, hop_ms: int = 10, merge_ms: int = 60, min_ms: int = 30
+) -> list[tuple[int, int]]:
+    """(onset, offset) in ms of stretches clearly above the noise floor."""
+    hop = RATE * hop_ms // 1000
+    if samples.size < hop * 5:
+        return []
     frames = samples[: len(samples) // hop * hop].reshape(-1, hop).astype(np.float64)
     db = 10 * np.log10((frames**2).mean(axis=1) + 1e-12)
-    thresh = max(np.percentile(db, 20) + 12, db.max() - 40)
-    voiced = db > thresh
+    floor, peak = np.percentile(db, 10), np.percentile(db, 99)
+    if peak - floor < 15:
+        return []  # no clear speech above the floor: nothing to snap to
+    voiced = db > floor + max(10.0, 0.3 * (peak - floor))
+    regions: list[list[int]] = []
+    for i in np.flatnonzero(voiced):
+        start, end = int(i) * hop_ms, (int(i) + 1) * hop_ms
+        if regions and start - regions[-1][1] <= merge_ms:
+            regions[-1][1] = end
+        else:
+            regions.append([start, end])
+    return [(a, b) for a, b in regions if b - a >= min_ms]
+
+
+def refine_edges(words: list[Word], samples: np.ndarray, reach_ms: int = 150) -> list[Word]:
+    """Snap word edges to speech-energy edges where pauses make them visible.
+
+    Whisper's word spans tile the audio (each word ends where the next begins), so pauses get
+    split between neighbours. A voiced region is given to the one word whose midpoint it holds,
+    else to the word it overlaps most (within `reach_ms`); a region holding several midpoints is
+    continuous speech and is left alone. A word takes the span of the regions it was given.
+    """
+    regions = voiced_regions(samples)
+    if not regions or not words:
+        return words
+    owned: dict[int, list[tuple[int, int]]] = {}
+    for on, off in regions:
+        mids = [i for i, w in enumerate(words) if on <= (w.begin_ms + w.end_ms) / 2 <= off]
+        if len(mids) > 1:
+            continue
+        if mids:
+            owner = mids[0]
+        else:
+            overlap = [min(off, w.end_ms + reach_ms) - max(on, w.begin_ms - reach_ms) for w in words]
+            owner = int(np.argmax(overlap))
+            if overlap[owner] <= 0:
+                continue
+        owned.setdefault(owner, []).append((on, off))
     out = []
-    for w in words:
-        b, e = w.begin_ms // 10, w.end_ms // 10
-        lo, hi = max(0, b - max_shift_ms // 10), min(len(voiced) - 1, e + max_shift_ms // 10)
-        nb = next((i for i in range(lo, min(hi, b + max_shift_ms // 10) + 1) if voiced[i]), b)
-        ne = next((i for i in range(hi, max(lo, e - max_shift_ms // 10) - 1, -1) if voiced[i]), e)
-        if ne > nb:
-            out.append(Word(w.text, nb * 10, (ne + 1) * 10, w.prob))
+    for i, w in enumerate(words):
+        spans = owned.get(i)
+        if spans:
+            out.append(Word(w.text, min(a for a, _ in spans), max(b for _, b in spans), w.prob))
         else:
             out.append(w)
     return out

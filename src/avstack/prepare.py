@@ -43,6 +43,7 @@ class PrepareSettings:
     lang: str | None = None  # None/"auto": detect (or take the clip's own field)
     asr_beam_size: int = 5
     asr_vad: bool = True
+    asr_refine: bool = False  # snap word edges to speech-energy edges (see benchmarks/asr_timing.py)
 
     def frame_key(self, video_sha: str) -> str:
         return _key(
@@ -178,7 +179,12 @@ def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path
 
     lang = job.lang if (s.lang in (None, "auto") and job.lang) else s.lang
     settings = asr.AsrSettings(
-        model=s.asr_model, device=s.asr_device, language=lang or "auto", beam_size=s.asr_beam_size, vad=s.asr_vad
+        model=s.asr_model,
+        device=s.asr_device,
+        language=lang or "auto",
+        beam_size=s.asr_beam_size,
+        vad=s.asr_vad,
+        refine=s.asr_refine,
     )
     key = _key({"v": CACHE_VERSION, "audio": audio["sha256"], "asr": asdict(settings), "impl": asr.ASR_VERSION})
     path = out / "cache" / "asr" / f"{key}.json"

@@ -1,0 +1,179 @@
+"""Word-boundary accuracy of ASR on speech with KNOWN word times.
+
+Each word is synthesized on its own (espeak-ng; Mandarin from pinyin with the
+`cmn-latn-pinyin` voice) and placed on a timeline with chosen gaps over noise,
+so every word's true begin and end are known to the sample.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Any
+
+import numpy as np
+
+from . import asr, synth
+
+# Instructions like the EcoG ones, from templates; each word is synthesized on its own.
+EN_TEMPLATES = (
+    "put the {color} {object} on the {place}",
+    "take this {object} over there",
+    "move that {object} here",
+    "pick up the {object} and put it there",
+    "hand me the {color} {object}",
+    "put it next to the {object}",
+)
+EN_SLOTS = {
+    "color": ("red", "blue", "green", "white", "black"),
+    "object": ("cup", "box", "bottle", "phone", "book", "plate", "bag", "apple"),
+    "place": ("table", "chair", "shelf", "floor", "desk"),
+}
+ZH_TEMPLATES = (
+    "把 这个 {object} 放到 那里",
+    "拿起 {color} 的 {object}",
+    "把 那个 {object} 放 在 {place} 上面",
+    "把 它 放到 这里",
+    "给 我 那个 {color} 的 {object}",
+)
+ZH_SLOTS = {
+    "color": ("红色", "蓝色", "绿色", "白色"),
+    "object": ("杯子", "盒子", "瓶子", "手机", "书", "苹果"),
+    "place": ("桌子", "椅子", "架子"),
+}
+PINYIN = {
+    "把": "ba3", "这个": "zhe4ge4", "放到": "fang4dao4", "那里": "na4li3", "拿起": "na2qi3", "的": "de",
+    "那个": "na4ge4", "放": "fang4", "在": "zai4", "上面": "shang4mian4", "它": "ta1", "这里": "zhe4li3",
+    "给": "gei3", "我": "wo3", "红色": "hong2se4", "蓝色": "lan2se4", "绿色": "lv4se4", "白色": "bai2se4",
+    "杯子": "bei1zi", "盒子": "he2zi", "瓶子": "ping2zi", "手机": "shou3ji1", "书": "shu1", "苹果": "ping2guo3",
+    "桌子": "zhuo1zi", "椅子": "yi3zi", "架子": "jia4zi",
+}  # fmt: skip
+VOICES = {"en": "en", "zh": "cmn-latn-pinyin"}
+
+
+@dataclass(frozen=True)
+class Case:
+    lang: str
+    audio: np.ndarray
+    truth: list[dict[str, Any]]  # {"text", "begin_time", "end_time"} in ms
+    seed: int
+
+
+def sentence(lang: str, rng: random.Random) -> list[str]:
+    templates, slots = (EN_TEMPLATES, EN_SLOTS) if lang == "en" else (ZH_TEMPLATES, ZH_SLOTS)
+    text = rng.choice(templates).format(**{k: rng.choice(v) for k, v in slots.items()})
+    return text.split()
+
+
+def make_case(lang: str, seed: int, noise_level: float = 0.004, gap_ms: tuple[int, int] = (60, 350)) -> Case:
+    """A spoken instruction with chosen gaps between words, starting 200-900 ms in, over noise."""
+    rng = random.Random(f"{lang}:{seed}")
+    words = sentence(lang, rng)
+    spoken = words if lang == "en" else [PINYIN[w] for w in words]
+    recs = [(w, synth.speak_word(s, VOICES[lang])) for w, s in zip(words, spoken)]
+    starts, t = [], rng.randint(200, 900)
+    for _, wav in recs:
+        starts.append(t)
+        t += int(len(wav) * 1000 / asr.RATE) + rng.randint(*gap_ms)
+    duration_s = (t + rng.randint(300, 900)) / 1000
+    audio, truth = synth.place_words(recs, starts, duration_s, noise_level=noise_level, seed=seed)
+    return Case(lang, audio, truth, seed)
+
+
+_STRIP = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def _tokens(words: Sequence[tuple[str, int, int]], lang: str) -> list[tuple[str, int, bool, bool]]:
+    """(token, word index, first token of its word, last token of its word). Chinese is compared
+    by character, so a different segmentation still counts the characters it got right."""
+    out = []
+    for i, (text, _, _) in enumerate(words):
+        norm = _STRIP.sub("", text.lower())
+        parts = list(norm) if lang == "zh" else ([norm] if norm else [])
+        out += [(p, i, k == 0, k == len(parts) - 1) for k, p in enumerate(parts)]
+    return out
+
+
+@dataclass
+class CaseScore:
+    words: int
+    recognized: int
+    begin_errors: list[int] = field(default_factory=list)
+    end_errors: list[int] = field(default_factory=list)
+
+
+def score_case(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) -> CaseScore:
+    """A truth word is recognized when all its tokens align to the hypothesis; its begin (end) error
+    is measured where its first (last) token is also the first (last) of a hypothesis word."""
+    t_words = [(t["text"], t["begin_time"], t["end_time"]) for t in truth]
+    h_words = [(w.text, w.begin_ms, w.end_ms) for w in hyp]
+    t_tok, h_tok = _tokens(t_words, lang), _tokens(h_words, lang)
+    pair: dict[int, int] = {}
+    sm = SequenceMatcher(a=[x[0] for x in t_tok], b=[x[0] for x in h_tok], autojunk=False)
+    for block in sm.get_matching_blocks():
+        for k in range(block.size):
+            pair[block.a + k] = block.b + k
+    score = CaseScore(words=len(t_words), recognized=0)
+    for i in range(len(t_words)):
+        idx = [k for k, tok in enumerate(t_tok) if tok[1] == i]
+        if not idx or any(k not in pair for k in idx):
+            continue
+        score.recognized += 1
+        first, last = h_tok[pair[idx[0]]], h_tok[pair[idx[-1]]]
+        if first[2]:
+            score.begin_errors.append(abs(h_words[first[1]][1] - t_words[i][1]))
+        if last[3]:
+            score.end_errors.append(abs(h_words[last[1]][2] - t_words[i][2]))
+    return score
+
+
+def _pct(values: list[int], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def evaluate(cases: list[Case], settings: asr.AsrSettings, noise_cases: int = 3) -> dict[str, Any]:
+    """Recognition rate, boundary errors (median / p90, ms) and RTF over the cases."""
+    asr.transcribe(cases[0].audio, settings)  # model load and warm-up outside the timing
+    total = CaseScore(0, 0)
+    seconds = 0.0
+    loops = 0
+    for case in cases:
+        t0 = time.perf_counter()
+        tr = asr.transcribe(case.audio, settings)
+        seconds += time.perf_counter() - t0
+        loops += sum("repetition" in d for d in tr.dropped)
+        sc = score_case(case.truth, tr.words, case.lang)
+        total.words += sc.words
+        total.recognized += sc.recognized
+        total.begin_errors += sc.begin_errors
+        total.end_errors += sc.end_errors
+    audio_s = sum(len(c.audio) for c in cases) / asr.RATE
+    noise_words = sum(
+        len(asr.transcribe(synth.noise(3.0, level=lv, seed=i), settings).words)
+        for i, lv in enumerate([0.003, 0.01, 0.03][:noise_cases])
+    )
+    both = total.begin_errors + total.end_errors
+    return {
+        "model": settings.model,
+        "lang": cases[0].lang,
+        "refine": settings.refine,
+        "vad": settings.vad,
+        "clips": len(cases),
+        "words": total.words,
+        "recognized_pct": round(100 * total.recognized / max(1, total.words), 1),
+        "begin_median_ms": round(_pct(total.begin_errors, 50)),
+        "begin_p90_ms": round(_pct(total.begin_errors, 90)),
+        "end_median_ms": round(_pct(total.end_errors, 50)),
+        "end_p90_ms": round(_pct(total.end_errors, 90)),
+        "boundary_median_ms": round(_pct(both, 50)),
+        "boundary_p90_ms": round(_pct(both, 90)),
+        "rtf": round(seconds / audio_s, 4),
+        "noise_only_words": noise_words,
+        "repetition_loops_cut": loops,
+        "mean_words_per_clip": round(statistics.mean([len(c.truth) for c in cases]), 1),
+    }
