@@ -243,6 +243,30 @@ def stacks(
     typer.echo(f"wrote {len(reqs)} requests ({stack.name}, {fmt}) to {out}")
 
 
+@app.command("export")
+def export_cmd(
+    prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
+    to: Annotated[str, typer.Option("--to", help="openai-batch, jsonl or hf")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder")],
+    variant: Annotated[str, typer.Option(help="full, video or text")] = "full",
+    drop: Annotated[list[str], typer.Option(help="Anchor to drop: frame_ts, word_ts, asr, frames")] = [],  # noqa: B006
+    asr: Annotated[str | None, typer.Option(help="whisper or source")] = None,
+    coord_order: Annotated[str, typer.Option(help="xy or yx")] = "xy",
+    model: Annotated[str, typer.Option(help="Model named in openai-batch request bodies")] = "gpt-4o",
+) -> None:
+    """Precomputed inputs for other harnesses (see README: loading snippets)."""
+    from avstack.export import export
+    from avstack.run import RunSettings
+
+    stack = _stack(variant, drop)
+    try:
+        path = export(prepared, out, to, stack, RunSettings(coord_order=coord_order, asr_source=asr), model)
+    except (ValueError, ImportError, FileNotFoundError) as exc:
+        fail(str(exc))
+        return
+    typer.echo(f"wrote {path} ({stack.name})")
+
+
 def _backend_options(base_url: str | None, temperature: float, max_tokens: int, timeout: float) -> dict[str, Any]:
     opts: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "timeout": timeout}
     if base_url:

@@ -1,0 +1,43 @@
+import json
+import re
+from pathlib import Path
+
+import pytest
+from avstack_cli.app import app
+from typer.testing import CliRunner
+
+from avstack.prepare import load_manifest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _loader_block() -> str:
+    blocks = re.findall(r"```python\n(# avstack export loaders.*?)```", README.read_text(encoding="utf-8"), re.S)
+    assert len(blocks) == 1, "README must hold exactly one export-loader snippet"
+    return blocks[0]
+
+
+def test_exports_load_with_the_readme_snippet(prepared, tmp_path):
+    pytest.importorskip("datasets", reason="the hf export needs avstack[export]")
+    out = tmp_path / "export"
+    for fmt in ("openai-batch", "jsonl", "hf"):
+        res = CliRunner().invoke(app, ["export", str(prepared), "--to", fmt, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+    scope: dict = {}
+    exec(_loader_block().replace('EXPORT = "out/export"', f"EXPORT = {str(out)!r}"), scope)
+    assert scope["first_frame"].size[0] > 0
+    # the parquet rows carry the same true pts as the manifest, frames in time order
+    records = {r["clip_id"]: r for r in load_manifest(prepared)}
+    for row in scope["ds"]:
+        want = [f["pts_ms"] for f in records[row["id"]]["frames"]]
+        assert row["image_pts_ms"] == want and len(row["images"]) == len(want)
+    assert len(scope["batch"]) == len(scope["rows"]) == len(scope["ds"]) == 7
+
+
+def test_jsonl_export_follows_the_stack(prepared, tmp_path):
+    CliRunner().invoke(app, ["export", str(prepared), "--to", "jsonl", "--out", str(tmp_path), "--drop", "frame_ts"])
+    rows = [json.loads(x) for x in (tmp_path / "data.jsonl").read_text().splitlines()]
+    assert all("<timestamp_ms>" not in r["question"] and r["stack"] == "full-no_frame_ts" for r in rows)
+    assert all(r["images"] and all(Path(p).is_file() for p in r["images"]) for r in rows)
+    res = CliRunner().invoke(app, ["export", str(prepared), "--to", "tsv", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "openai-batch, jsonl, hf" in res.output
