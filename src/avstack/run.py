@@ -220,10 +220,15 @@ def run_items(
         return rec
 
     wrap = progress or (lambda it, n: it)
-    with ThreadPoolExecutor(max(1, s.concurrency)) as pool:
-        futures = [pool.submit(one, it) for it in todo]
-        for _ in wrap(as_completed(futures), len(futures)):
-            pass
+    try:
+        with ThreadPoolExecutor(max(1, s.concurrency)) as pool:
+            futures = [pool.submit(one, it) for it in todo]
+            for _ in wrap(as_completed(futures), len(futures)):
+                pass
+    finally:
+        close = getattr(backend, "close", None)
+        if callable(close):
+            close()  # e.g. delete a run's uploads
     return pred_path
 
 

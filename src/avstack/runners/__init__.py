@@ -28,12 +28,25 @@ def make_backend(spec: str, **options: Any) -> Backend:
         from .replay import Replay
 
         return Replay(name)
-    if kind in ("gemini", "hf"):
-        extra = {"gemini": ("gemini", "google.genai"), "hf": ("torch", "transformers")}[kind]
-        raise MissingExtra(kind, *extra)
-    raise ValueError(f"unknown back-end {kind!r}: use oracle, chance, deixis, openai:MODEL, replay:FILE")
+    if kind == "gemini":
+        from .gemini import Gemini
+
+        if not name:
+            raise ValueError("gemini needs a model name: --model gemini:MODEL")
+        return Gemini(name, **{k: v for k, v in options.items() if k in GEMINI_OPTIONS})
+    if kind == "hf":
+        from .hf import HFLocal
+
+        if not name:
+            raise ValueError("hf needs a model id or folder: --model hf:Qwen/Qwen2.5-VL-3B-Instruct")
+        return HFLocal(name, **{k: v for k, v in options.items() if k in HF_OPTIONS})
+    raise ValueError(
+        f"unknown back-end {kind!r}: use oracle, chance, deixis, openai:MODEL, gemini:MODEL, hf:MODEL, replay:FILE"
+    )
 
 
 OPENAI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "image_detail", "timeout")
+GEMINI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "timeout")
+HF_OPTIONS = ("temperature", "max_tokens")
 
 __all__ = ["Answer", "Backend", "MissingExtra", "TransientError", "make_backend"]
