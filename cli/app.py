@@ -53,7 +53,7 @@ def prepare(
     device: Annotated[str, typer.Option(help="ASR device: auto, cpu, cuda")] = "auto",
     refine_words: Annotated[
         bool, typer.Option(help="Snap ASR word edges to speech-energy edges (measured: benchmarks/asr_timing.py)")
-    ] = False,
+    ] = True,
     decode: Annotated[str, typer.Option(help="auto, selective or sequential (identical frames)")] = "auto",
 ) -> None:
     """Decode clips, sample frames at true times, extract audio and word-level ASR; write a manifest."""
@@ -91,7 +91,7 @@ def transcribe(
     model: Annotated[str, typer.Option(help="faster-whisper model name or folder")] = "tiny.en",
     lang: Annotated[str, typer.Option(help="auto, en, zh, ...")] = "auto",
     device: Annotated[str, typer.Option(help="auto, cpu, cuda")] = "auto",
-    refine: Annotated[bool, typer.Option(help="Snap word edges to speech-energy edges")] = False,
+    refine: Annotated[bool, typer.Option(help="Snap word edges to speech-energy edges")] = True,
 ) -> None:
     """Print word-level ASR JSON (EcoG annotations shape), one line per file."""
     from avstack.asr import AsrSettings, transcribe_file

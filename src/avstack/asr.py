@@ -28,7 +28,7 @@ class AsrSettings:
     beam_size: int = 5
     vad: bool = True
     simplified: bool = True  # Chinese in simplified characters
-    refine: bool = False  # snap word edges to speech-energy edges
+    refine: bool = True  # snap word edges to speech-energy edges (benchmarks/asr_timing.py)
 
 
 @dataclass(frozen=True)

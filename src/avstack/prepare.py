@@ -43,7 +43,7 @@ class PrepareSettings:
     lang: str | None = None  # None/"auto": detect (or take the clip's own field)
     asr_beam_size: int = 5
     asr_vad: bool = True
-    asr_refine: bool = False  # snap word edges to speech-energy edges (see benchmarks/asr_timing.py)
+    asr_refine: bool = True  # snap word edges to speech-energy edges (see benchmarks/asr_timing.py)
 
     def frame_key(self, video_sha: str) -> str:
         return _key(
