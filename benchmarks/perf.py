@@ -118,7 +118,7 @@ def bench_decode(tmp: Path, seconds: float, repeats: int, gop: int) -> list[dict
     rows = []
     for codec in ("libx264", "libx265"):
         path = tmp / f"{codec}-{gop}.mp4"
-        synth.write_clip(path, synth.ClipSpec(1920, 1080, 30, seconds, codec=codec, crf=23, gop=gop))
+        noisy_clip(path, "1920x1080", seconds, seed=1, gop=gop, codec=codec)
         med = alternate(
             {
                 "bare_auto": lambda p=path: bare_decode(p),
@@ -184,14 +184,19 @@ def bench_jpeg(repeats: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- workers
 
 
-def noisy_clip(path: Path, size: str, seconds: float, seed: int, wav: Path | None = None, gop: int = 30) -> None:
-    """A distinct, camera-like (noisy, moving) H.264 clip with B-frames; optional audio track."""
+def noisy_clip(
+    path: Path, size: str, seconds: float, seed: int, wav: Path | None = None, gop: int = 30, codec: str = "libx264"
+) -> None:
+    """A distinct, camera-like (sensor noise, motion) clip with B-frames; optional audio track.
+    x264/x265 defaults otherwise: closed GOPs for x264, open GOPs for x265."""
     cmd = ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc2=size={size}:rate=30:d={seconds}"]
     if wav is not None:
         cmd += ["-i", str(wav), "-c:a", "aac", "-shortest"]
-    cmd += ["-vf", f"noise=alls=12:allf=t:all_seed={seed}", "-c:v", "libx264", "-preset", "veryfast"]
-    cmd += ["-bf", "2", "-g", str(gop), "-pix_fmt", "yuv420p", str(path)]
-    subprocess.run(cmd, check=True)
+    cmd += ["-vf", f"noise=alls=12:allf=t:all_seed={seed}", "-c:v", codec, "-preset", "veryfast"]
+    cmd += ["-bf", "2", "-g", str(gop), "-pix_fmt", "yuv420p"]
+    if codec == "libx265":
+        cmd += ["-x265-params", "log-level=error"]
+    subprocess.run([*cmd, str(path)], check=True)
 
 
 def bench_workers(tmp: Path, n_clips: int, repeats: int, anchors: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -243,10 +248,12 @@ def bench_rss(tmp: Path, seconds: float) -> list[dict[str, Any]]:
         cmd = ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc2=size=3840x2160:rate=30:d={seconds}"]
         cmd += ["-c:v", "libx264", "-preset", "ultrafast", "-bf", "2", "-g", "30", "-pix_fmt", "yuv420p", str(path)]
         subprocess.run(cmd, check=True)
+    # VmHWM, not ru_maxrss: Linux carries the parent's high-water mark across fork + exec into ru_maxrss
     code = (
-        "import resource, sys; from avstack.prepare import prepare, PrepareSettings; "
+        "import re; from avstack.prepare import prepare, PrepareSettings; "
         f"r = prepare({str(root)!r}, {str(tmp / 'uhd_out')!r}, PrepareSettings(anchors=('frames',)), workers=1); "
-        "print(r.records[0]['decode_path'], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
+        "print(r.records[0]['decode_path'], hwm)"
     )
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout

@@ -135,3 +135,30 @@ def test_mandarin_from_pinyin_comes_out_simplified_and_grouped():
     assert any(len(w.text) > 1 for w in tr.words)  # words, not single characters
     sc = asr_eval.score_case(case.truth, tr.words, "zh")
     assert sc.recognized >= len(case.truth) // 2, (case.truth, tr.to_ecog())
+
+
+def test_prepare_batched_asr_path_fills_and_caches(sample_root, tmp_path, monkeypatch):
+    """The GPU path (one model fed batches of clips), forced on here: every clip gets its transcript,
+    the silent level-1 clip gets none, and a rerun takes all of them from the cache."""
+    import shutil
+
+    from avstack.prepare import PrepareSettings, load_manifest, prepare
+
+    root = tmp_path / "d"
+    for folder in ("指令1", "指令3"):
+        shutil.copytree(sample_root / folder, root / folder)
+    settings = PrepareSettings(asr_batching="on", lang="en")
+    calls = []
+    real = asr.transcribe_batch
+    monkeypatch.setattr(
+        asr, "transcribe_batch", lambda clips, *a, **k: calls.append(len(clips)) or real(clips, *a, **k)
+    )
+    report = prepare(root, tmp_path / "o", settings, workers=1)
+    with_audio = sum(bool(r["audio"]) for r in report.records)
+    assert not report.failed and calls == [with_audio] and with_audio >= 2
+    recs = {r["clip_id"]: r for r in load_manifest(tmp_path / "o")}
+    for cid, rec in recs.items():
+        words = rec["asr"]["words"]
+        assert (words == []) if cid.startswith("指令1") else any(w["text"].lower() == "this" for w in words), rec["asr"]
+    prepare(root, tmp_path / "o", settings, workers=1)
+    assert calls == [with_audio]

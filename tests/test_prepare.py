@@ -123,3 +123,21 @@ def test_parse_anchors():
     assert parse_anchors("asr,frames") == ("frames", "audio", "asr")
     with pytest.raises(ValueError, match="expects"):
         parse_anchors("frames,telepathy")
+
+
+def test_frames_are_written_as_decoded_not_held(tmp_path):
+    """Peak numpy memory while preparing stays at a few frames, not all the frames kept."""
+    import tracemalloc
+
+    root = tmp_path / "v"
+    root.mkdir()
+    synth.write_clip(root / "a.mp4", synth.ClipSpec(1280, 720, 30, 6.0))
+    frame_bytes = 1280 * 720 * 3
+    tracemalloc.start()
+    try:
+        report = prepare(root, tmp_path / "out", FRAMES_ONLY, workers=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    kept = len(report.records[0]["frames"])
+    assert kept >= 12 and peak < 4 * frame_bytes, (kept, peak / frame_bytes)

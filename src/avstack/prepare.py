@@ -43,6 +43,8 @@ class PrepareSettings:
     lang: str | None = None  # None/"auto": detect (or take the clip's own field)
     asr_beam_size: int = 5
     asr_vad: bool = True
+    asr_batching: str = "auto"  # auto (batch across clips on a GPU) | on | off
+    asr_batch: int = 16  # clips per batch when batching
     asr_refine: bool = True  # snap word edges to speech-energy edges (see benchmarks/asr_timing.py)
 
     def frame_key(self, video_sha: str) -> str:
@@ -174,11 +176,11 @@ def audio_stage(job: ClipJob, video_sha: str, out: Path) -> dict[str, Any] | Non
     return meta
 
 
-def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path) -> dict[str, Any]:
+def _asr_settings(job: ClipJob, s: PrepareSettings) -> Any:
     from . import asr  # faster-whisper is heavy: import only when ASR is asked for
 
     lang = job.lang if (s.lang in (None, "auto") and job.lang) else s.lang
-    settings = asr.AsrSettings(
+    return asr.AsrSettings(
         model=s.asr_model,
         device=s.asr_device,
         language=lang or "auto",
@@ -186,8 +188,20 @@ def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path
         vad=s.asr_vad,
         refine=s.asr_refine,
     )
+
+
+def _asr_cache(audio: dict[str, Any], settings: Any, out: Path) -> Path:
+    from . import asr
+
     key = _key({"v": CACHE_VERSION, "audio": audio["sha256"], "asr": asdict(settings), "impl": asr.ASR_VERSION})
-    path = out / "cache" / "asr" / f"{key}.json"
+    return out / "cache" / "asr" / f"{key}.json"
+
+
+def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path) -> dict[str, Any]:
+    from . import asr
+
+    settings = _asr_settings(job, s)
+    path = _asr_cache(audio, settings, out)
     cached = _read_json(path)
     if cached is not None:
         return cached
@@ -195,6 +209,50 @@ def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path
     result = asr.transcribe(samples, settings).to_ecog()
     write_json_atomic(path, result)
     return result
+
+
+def batched_asr_stage(pairs: list[tuple[ClipJob, dict[str, Any]]], s: PrepareSettings, out: Path) -> None:
+    """The GPU path: one model in this process, clips of one language batched together.
+    Fills each record's `asr` (from the cache when there); a failure is that clip's error."""
+    from . import asr
+
+    todo: dict[Any, list[tuple[dict[str, Any], Path]]] = {}
+    for job, rec in pairs:
+        if rec.get("error"):
+            continue
+        if not rec.get("audio"):
+            rec["asr"] = _no_audio_asr(s)
+            continue
+        settings = _asr_settings(job, s)
+        path = _asr_cache(rec["audio"], settings, out)
+        cached = _read_json(path)
+        if cached is not None:
+            rec["asr"] = cached
+        else:
+            todo.setdefault(settings, []).append((rec, path))
+    for settings, items in todo.items():
+        for i in range(0, len(items), s.asr_batch):
+            chunk = items[i : i + s.asr_batch]
+            try:
+                clips = [sf.read(out / rec["audio"]["path"], dtype="float32")[0] for rec, _ in chunk]
+                results = asr.transcribe_batch(clips, settings, batch_size=s.asr_batch)
+            except Exception as exc:  # the chunk's clips fail; the rest go on
+                for rec, _ in chunk:
+                    rec["error"] = error_record(exc)
+                continue
+            for (rec, path), tr in zip(chunk, results):
+                rec["asr"] = tr.to_ecog()
+                write_json_atomic(path, rec["asr"])
+
+
+def _batch_asr(s: PrepareSettings) -> bool:
+    if "asr" not in s.anchors or s.asr_batch <= 0 or s.asr_batching == "off":
+        return False
+    if s.asr_batching == "on":
+        return True
+    from . import asr
+
+    return asr.pick_device(s.asr_device)[0] == "cuda"
 
 
 # --------------------------------------------------------------------------- one clip
@@ -295,7 +353,14 @@ def prepare(
     if workers > 1 and s.threads == 0:
         # workers share the cores: oversubscribed decoder and ASR threads only contend
         s = replace(s, threads=max(1, _default_workers() // workers))
-    records = list(_run_jobs(jobs, s, out, workers, progress))
+    if _batch_asr(s):
+        # decoders in the workers; one ASR model here, fed batches of clips
+        media_only = replace(s, anchors=tuple(dict.fromkeys([*(a for a in s.anchors if a != "asr"), "audio"])))
+        records = list(_run_jobs(jobs, media_only, out, workers, progress))
+        by_id = {j.clip_id: j for j in jobs}
+        batched_asr_stage([(by_id[r["clip_id"]], r) for r in records], s, out)
+    else:
+        records = list(_run_jobs(jobs, s, out, workers, progress))
     records.sort(key=lambda r: r["clip_id"])
     _write_manifest(out, data_root, s, records)
     return PrepareReport(records)
