@@ -22,7 +22,8 @@ check: setup
 	$(BIN)/mypy src cli
 
 bench: setup
-	$(BIN)/python benchmarks/decode.py
+	$(BIN)/python benchmarks/perf.py
+	$(BIN)/python benchmarks/asr_timing.py
 
 # The main job on the bundled sample data: prepare (frames + audio + ASR), then the
 # input-stack ablation with the offline `deixis` baseline, scored and reported.

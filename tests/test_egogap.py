@@ -1,12 +1,13 @@
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import cv2
 import numpy as np
 import pytest
 from avstack_cli.app import app
 from conftest import shared_path
+from fake_http import JsonHandler
 from typer.testing import CliRunner
 
 from avstack.run import RunSettings
@@ -201,13 +202,10 @@ def test_runs_oracle_chance_text_and_image_ablations(tmp_path):
     assert score_egogap_run(text)["groups"]["overall"]["accuracy"] == 1.0  # no image needed, none missing
 
 
-class MCQServer(BaseHTTPRequestHandler):
+class MCQServer(JsonHandler):
     """OpenAI chat-completions: answers the option whose text says 'do thing D' for n4, 'A' for n3."""
 
     bodies: list = []
-
-    def log_message(self, *args):
-        pass
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -216,12 +214,7 @@ class MCQServer(BaseHTTPRequestHandler):
         prompt = next(p["text"] for p in content if p["type"] == "text")
         letter = "D" if "D) " in prompt else "A"
         text = "Not JSON at all" if "1:x:mcq4" in prompt else f'```json\n{{"answer": "{letter}"}}\n```'
-        data = json.dumps({"choices": [{"message": {"content": text}}], "usage": {"total_tokens": 3}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(200, {"choices": [{"message": {"content": text}}], "usage": {"total_tokens": 3}})
 
 
 def test_openai_backend_on_egogap_and_report(tmp_path, monkeypatch):

@@ -4,9 +4,10 @@ resumable File API), with a 429 and a 503 on the way."""
 import hashlib
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
+from fake_http import JsonHandler
 
 from avstack.run import RunSettings, run, score_run
 from avstack.runners import make_backend
@@ -16,7 +17,7 @@ pytest.importorskip("google.genai", reason="the gemini back-end needs avstack[ge
 SECRET = "gm-SECRET-key-never-written"
 
 
-class FakeGemini(BaseHTTPRequestHandler):
+class FakeGemini(JsonHandler):
     answers: dict = {}
     by_sha: dict = {}  # video sha256 -> clip id
     log: list = []
@@ -25,18 +26,8 @@ class FakeGemini(BaseHTTPRequestHandler):
     fail_first: list = []
     lock = threading.Lock()
 
-    def log_message(self, *args):
-        pass
-
     def _send(self, code, obj, headers=None):
-        data = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(code, obj, headers)
 
     def _body(self):
         n = int(self.headers.get("Content-Length") or 0)

@@ -1,10 +1,11 @@
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 from avstack_cli.app import app
+from fake_http import JsonHandler
 from typer.testing import CliRunner
 
 from avstack.ablate import ablate, load_run
@@ -55,16 +56,13 @@ def test_report_is_byte_reproducible(prepared, tmp_path):
 ORACLE_TEXT = {}
 
 
-class FaultyOpenAI(BaseHTTPRequestHandler):
+class FaultyOpenAI(JsonHandler):
     """Speaks chat-completions; the first attempts per clip fail in a chosen way."""
 
     faults: dict = {}
     seen_auth: list = []
     calls: dict = {}
     lock = threading.Lock()
-
-    def log_message(self, *args):
-        pass
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -100,13 +98,7 @@ class FaultyOpenAI(BaseHTTPRequestHandler):
         ).encode()
 
     def _send(self, code, data, headers=None):
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(code, data, headers)
 
 
 @pytest.fixture()
