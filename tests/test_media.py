@@ -189,3 +189,22 @@ def test_plan_keeps_references_and_drops_only_safe_gop_tails():
     assert media.plan_frames(_scan(order), 0, F(1), [F(0)], "vp9").path == "sequential"
     repeated = order + [(7, False)]
     assert media.plan_frames(_scan(repeated), 0, F(1), [F(0)], "h264").path == "sequential"
+
+
+def test_truncated_clip_gives_what_it_has_or_a_named_error(tmp_path):
+    """A clip cut mid-file (an .mkv keeps the packets before the cut readable): sampling either
+    returns frames with true times up to the cut, or raises a MediaError naming the file."""
+    path, written = _clip(tmp_path, "full.mkv", duration_s=3)
+    data = path.read_bytes()
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    try:
+        sample = media.sample_frames(cut, fps=2)
+    except media.MediaError as exc:
+        assert "cut.mkv" in str(exc)
+        return
+    assert 0 < sample.last.index < len(written) - 1
+    # the pixels are the frame written at that pts (indices count only the frames left in the file)
+    assert all(written[synth.read_index(f.image)] == f.pts_ms for f in sample.frames)
+    seq = media.sample_frames(cut, fps=2, decode="sequential")
+    assert [(f.index, f.pts_ms) for f in seq.frames] == [(f.index, f.pts_ms) for f in sample.frames]

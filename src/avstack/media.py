@@ -13,9 +13,10 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import cv2
@@ -259,10 +260,22 @@ class Plan:
     drop: frozenset[int] = frozenset()  # pts of packets not decoded at all (selective)
 
 
-def _targets(info: ClipInfo, fps: float, max_frames: int | None, times_ms: Iterable[int] | None) -> list[Fraction]:
-    if times_ms is not None:
-        return sorted(Fraction(int(t), 1000) for t in times_ms)
-    return target_times(info.duration_ms, fps, max_frames)
+@dataclass(frozen=True)
+class Sampling:
+    """What to sample and how to decode it (frames are the same whatever the decoding)."""
+
+    fps: float = 2.0
+    max_frames: int | None = None  # uniform thinning when there are more targets
+    times_ms: tuple[int, ...] | None = None  # explicit targets instead of fps
+    max_side: int | None = None
+    thread_type: str = "AUTO"
+    threads: int = 0  # decoder threads; 0: one per core
+    decode: str = "auto"  # auto | selective | sequential
+
+    def targets(self, info: ClipInfo) -> list[Fraction]:
+        if self.times_ms is not None:
+            return sorted(Fraction(int(t), 1000) for t in self.times_ms)
+        return target_times(info.duration_ms, self.fps, self.max_frames)
 
 
 def plan_frames(
@@ -345,16 +358,10 @@ def _decode_sequential(
 
 def iter_frames(
     path: str | os.PathLike[str],
-    fps: float = 2.0,
-    max_frames: int | None = None,
-    times_ms: Iterable[int] | None = None,
-    thread_type: str = "AUTO",
+    sampling: Sampling = Sampling(),
     info: ClipInfo | None = None,
-    max_side: int | None = None,
-    decode: str = "auto",
     pixel_format: str = "rgb24",
     stats: dict[str, int] | None = None,
-    threads: int = 0,
 ) -> Iterator[Decoding | Frame]:
     """Frames shown at the target times and the exact last frame, each once, in time order.
 
@@ -367,7 +374,7 @@ def iter_frames(
     stats["decoded"] = 0
     with open_video(path) as container:
         stream = container.streams.video[0]
-        _configure_threads(stream, thread_type, threads)
+        _configure_threads(stream, sampling.thread_type, sampling.threads)
         tb = stream.time_base or Fraction(1, 90_000)
         if info is None:
             info, scan = _describe(container, path)
@@ -375,11 +382,10 @@ def iter_frames(
             scan = scan_packets(container)
         if not scan.pts:
             raise MediaError(f"{path}: no video frames (zero-length or unreadable clip)")
-        targets = _targets(info, fps, max_frames, times_ms)
         stats["frames"] = len(scan.pts)
         start = _stream_start(stream)
         origin = scan.pts[0] if start is None else start
-        plan = plan_frames(scan, origin, tb, targets, info.video_codec, decode)
+        plan = plan_frames(scan, origin, tb, sampling.targets(info), info.video_codec, sampling.decode)
         container.seek(0)
         if plan.path == "selective":
             source = _decode_selective(container, plan, origin, tb, stats)
@@ -392,7 +398,7 @@ def iter_frames(
             for index, rel, frame in source:
                 if index not in seen:
                     seen.add(index)
-                    yield _frame(index, rel, frame, info.rotation, max_side, pixel_format)
+                    yield _frame(index, rel, frame, info.rotation, sampling.max_side, pixel_format)
         except av.FFmpegError as exc:
             raise MediaError(
                 f"{path}: decoding failed after frame {index} ({exc}); clip is corrupt or truncated"
@@ -403,26 +409,20 @@ def iter_frames(
             raise MediaError(f"{path}: selective decode returned {len(seen)} of {len(plan.needed)} planned frames")
 
 
-def sample_frames(
-    path: str | os.PathLike[str],
-    fps: float = 2.0,
-    max_frames: int | None = None,
-    times_ms: Iterable[int] | None = None,
-    thread_type: str = "AUTO",
-    info: ClipInfo | None = None,
-    max_side: int | None = None,
-    decode: str = "auto",
-) -> Sample:
-    """All sampled frames in memory (see iter_frames). A selective plan that does not deliver
-    every planned frame falls back to the sequential pass, and says so in decode_path."""
-    args = (path, fps, max_frames, times_ms, thread_type, info, max_side)
+def sample_frames(path: str | os.PathLike[str], info: ClipInfo | None = None, **sampling: Any) -> Sample:
+    """All sampled frames in memory; keywords are Sampling's (fps, max_frames, times_ms, max_side,
+    thread_type, threads, decode). A selective plan that does not deliver every planned frame
+    falls back to the sequential pass, and says so in decode_path."""
+    if sampling.get("times_ms") is not None:
+        sampling["times_ms"] = tuple(sampling["times_ms"])
+    spec = Sampling(**sampling)
     stats: dict[str, int] = {}
     try:
-        items = list(iter_frames(*args, decode=decode, stats=stats))
+        items = list(iter_frames(path, spec, info, stats=stats))
     except MediaError as exc:
-        if decode == "sequential" or "selective" not in str(exc):
+        if spec.decode == "sequential" or "selective" not in str(exc):
             raise
-        items = list(iter_frames(*args, decode="sequential", stats=stats))
+        items = list(iter_frames(path, replace(spec, decode="sequential"), info, stats=stats))
         head = items[0]
         assert isinstance(head, Decoding)
         items[0] = Decoding(head.info, f"sequential: fallback after a failed selective plan ({exc})")

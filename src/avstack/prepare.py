@@ -129,18 +129,8 @@ def _write_frames(
     """Each frame is written as JPEG the moment it is decoded and then dropped (bounded memory)."""
     rel_dir = Path("frames") / key
     info, decode_path, frames = None, "", []
-    for item in media.iter_frames(
-        job.path,
-        s.fps,
-        s.max_frames,
-        None,
-        s.thread_type,
-        None,
-        s.max_side,
-        decode,
-        pixel_format="bgr24",
-        threads=s.threads,
-    ):
+    sampling = media.Sampling(s.fps, s.max_frames, None, s.max_side, s.thread_type, s.threads, decode)
+    for item in media.iter_frames(job.path, sampling, pixel_format="bgr24"):
         if isinstance(item, media.Decoding):
             info, decode_path = item.info, item.path
             continue
