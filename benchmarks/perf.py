@@ -5,7 +5,7 @@ methods, so the numbers survive a noisy machine. Prints Markdown tables and writ
 
     python benchmarks/perf.py                      # everything that runs on a CPU
     python benchmarks/perf.py --only decode,jpeg   # a subset
-    python benchmarks/perf.py --only asr --device cuda --clips 100   # the GPU script
+    python benchmarks/perf.py --only asr,prepare_full --device cuda --clips 100   # the GPU script
 """
 
 from __future__ import annotations
@@ -318,7 +318,42 @@ def bench_asr(tmp: Path, device: str, n_clips: int, models: list[str]) -> list[d
     return rows
 
 
-SECTIONS = ("decode", "jpeg", "workers", "rss", "asr")
+def bench_prepare_full(tmp: Path, n_clips: int, device: str, model: str) -> list[dict[str, Any]]:
+    """The whole `prepare --anchors full` on generated spoken clips: ASR per clip in the workers vs
+    one ASR model fed batches of clips (the GPU path), cold caches, same clips."""
+    import soundfile as sf
+
+    from avstack import asr
+
+    root = tmp / "spoken"
+    root.mkdir(exist_ok=True)
+    for i in range(n_clips):
+        audio, _ = synth.speak(
+            ["put", "this", "cup", "over", "there"], [300 + 13 * i, 900, 1500, 2100, 2700], 4.0, seed=i
+        )
+        wav = tmp / f"s{i}.wav"
+        sf.write(wav, audio, asr.RATE)
+        noisy_clip(root / f"c{i:03d}.mp4", "1280x720", 4.0, seed=i, wav=wav)
+    rows = []
+    for batching in ("off", "on"):
+        settings = PrepareSettings(asr_model=model, asr_device=device, lang="en", asr_batching=batching)
+        shutil.rmtree(tmp / "full_out", ignore_errors=True)
+        secs = timed(lambda s=settings: prepare(root, tmp / "full_out", s))
+        dev, compute = asr.pick_device(device)
+        rows.append(
+            {
+                "clips": n_clips,
+                "model": model,
+                "device": f"{dev} {compute}",
+                "asr": "batched across clips" if batching == "on" else "per clip in workers",
+                "seconds": round(secs, 1),
+                "clips_per_s": round(n_clips / secs, 2),
+            }
+        )
+    return rows
+
+
+SECTIONS = ("decode", "jpeg", "workers", "rss", "asr", "prepare_full")
 
 
 def machine() -> str:
@@ -331,7 +366,7 @@ def machine() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default=",".join(s for s in SECTIONS if s != "rss"), help=f"comma list of {SECTIONS}")
+    ap.add_argument("--only", default="decode,jpeg,workers,asr", help=f"comma list of {', '.join(SECTIONS)}")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=10.0, help="1080p decode clip length")
     ap.add_argument("--gop", type=int, default=30)
@@ -365,6 +400,9 @@ def main() -> None:
         if "asr" in only:
             rows = result["asr"] = bench_asr(tmp, args.device, args.clips, args.models.split(","))
             print("## ASR speed\n\n" + table(rows, list(rows[0])) + "\n")
+        if "prepare_full" in only:
+            rows = result["prepare_full"] = bench_prepare_full(tmp, args.clips, args.device, args.models.split(",")[0])
+            print("## prepare --anchors full\n\n" + table(rows, list(rows[0])) + "\n")
     args.json.write_text(json.dumps(result, indent=1))
 
 
