@@ -7,6 +7,8 @@ from typing import Any, Protocol
 
 from ..messages import Request
 
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})  # HTTP codes worth retrying
+
 
 @dataclass
 class Answer:

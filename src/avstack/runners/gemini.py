@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Audio, Image, Request, Text, Video
-from .base import Answer, MissingExtra, TransientError
-
-RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+from .base import RETRY_STATUS, Answer, MissingExtra, TransientError
 
 
 def _genai() -> tuple[Any, Any, Any]:

@@ -13,9 +13,7 @@ import urllib.request
 from typing import Any
 
 from ..messages import Request, to_openai
-from .base import Answer, TransientError
-
-RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+from .base import RETRY_STATUS, Answer, TransientError
 
 
 class OpenAICompat:
