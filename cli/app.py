@@ -276,9 +276,9 @@ def _backend_options(base_url: str | None, temperature: float, max_tokens: int, 
 
 @app.command("run")
 def run_cmd(
+    model: Annotated[str, typer.Option(help="oracle, chance, deixis, openai:M, gemini:M, hf:M, replay:FILE")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (predictions.jsonl, run.json)")],
     prepared: Annotated[Path | None, typer.Argument(help="A folder written by `avstack prepare` (ecog)")] = None,
-    model: Annotated[str, typer.Option(help="oracle, chance, deixis, openai:MODEL, replay:FILE")] = "oracle",
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (predictions.jsonl, run.json)")] = Path("run"),
     task: Annotated[str, typer.Option(help="ecog or egogap")] = "ecog",
     variant: Annotated[
         str, typer.Option(help="ecog: full, video, text; egogap: image, vflip, hflip, gray, downscale, text")
