@@ -12,8 +12,9 @@ import hashlib
 import io
 import json
 import os
+from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
@@ -26,6 +27,7 @@ from .discover import ClipJob, discover
 
 ANCHORS = ("frames", "audio", "asr")
 CACHE_VERSION = 1
+IN_FLIGHT = 3  # frames encoded or waiting on the JPEG writer
 
 
 @dataclass(frozen=True)
@@ -126,17 +128,24 @@ def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) ->
 def _write_frames(
     job: ClipJob, s: PrepareSettings, out: Path, key: str, decode: str
 ) -> tuple[media.ClipInfo, str, list[dict[str, Any]]]:
-    """Each frame is written as JPEG the moment it is decoded and then dropped (bounded memory)."""
+    """Each frame is JPEG-encoded on a writer thread while the decoder goes on (OpenCV releases
+    the GIL), at most IN_FLIGHT frames at a time, then dropped: bounded memory."""
     rel_dir = Path("frames") / key
     info, decode_path, frames = None, "", []
     sampling = media.Sampling(s.fps, s.max_frames, None, s.max_side, s.thread_type, s.threads, decode)
-    for item in media.iter_frames(job.path, sampling, pixel_format="bgr24"):
-        if isinstance(item, media.Decoding):
-            info, decode_path = item.info, item.path
-            continue
-        rel = rel_dir / f"{item.index:06d}.jpg"
-        media.write_jpeg(out / rel, item.image, s.jpeg_quality, order="bgr")
-        frames.append({"index": item.index, "pts_ms": item.pts_ms, "path": rel.as_posix()})
+    pending: deque[Future[None]] = deque()
+    with ThreadPoolExecutor(1) as writer:
+        for item in media.iter_frames(job.path, sampling, pixel_format="bgr24"):
+            if isinstance(item, media.Decoding):
+                info, decode_path = item.info, item.path
+                continue
+            rel = rel_dir / f"{item.index:06d}.jpg"
+            pending.append(writer.submit(media.write_jpeg, out / rel, item.image, s.jpeg_quality, None, "bgr"))
+            frames.append({"index": item.index, "pts_ms": item.pts_ms, "path": rel.as_posix()})
+            while len(pending) >= IN_FLIGHT:
+                pending.popleft().result()
+        for f in pending:
+            f.result()
     assert info is not None
     return info, decode_path, frames
 
