@@ -162,3 +162,27 @@ def test_prepare_batched_asr_path_fills_and_caches(sample_root, tmp_path, monkey
         assert (words == []) if cid.startswith("指令1") else any(w["text"].lower() == "this" for w in words), rec["asr"]
     prepare(root, tmp_path / "o", settings, workers=1)
     assert calls == [with_audio]
+
+
+def test_refine_edges_snaps_to_bursts_and_leaves_continuous_speech():
+    rng = np.random.default_rng(0)
+    audio = (rng.standard_normal(asr.RATE * 3) * 0.002).astype(np.float32)
+
+    def burst(a_ms, b_ms):
+        audio[a_ms * 16 : b_ms * 16] += 0.3 * np.sin(np.arange((b_ms - a_ms) * 16) * 0.3).astype(np.float32)
+
+    burst(400, 700)  # "put"
+    burst(950, 1300)  # "this"
+    burst(1800, 2600)  # "over there", spoken without a pause
+    tiled = [
+        Word("put", 100, 900, 1),
+        Word("this", 900, 1600, 1),
+        Word("over", 1600, 2150, 1),
+        Word("there", 2150, 2700, 1),
+    ]
+    out = asr.refine_edges(tiled, audio)
+    assert [(w.begin_ms, w.end_ms) for w in out[:2]] == [(400, 700), (950, 1300)]
+    assert out[2:] == tiled[2:]  # one region holding two midpoints: Whisper's times are kept
+    assert all(a.end_ms <= b.begin_ms for a, b in zip(out, out[1:]))
+    quiet = (rng.standard_normal(asr.RATE) * 0.002).astype(np.float32)
+    assert asr.refine_edges(tiled, quiet) == tiled  # nothing above the floor: nothing moves

@@ -302,13 +302,13 @@ def refine_edges(words: list[Word], samples: np.ndarray, reach_ms: int = 150) ->
             if overlap[owner] <= 0:
                 continue
         owned.setdefault(owner, []).append((on, off))
-    out = []
+    out: list[Word] = []
     for i, w in enumerate(words):
         spans = owned.get(i)
-        if spans:
-            out.append(Word(w.text, min(a for a, _ in spans), max(b for _, b in spans), w.prob))
-        else:
-            out.append(w)
+        new = Word(w.text, min(a for a, _ in spans), max(b for _, b in spans), w.prob) if spans else w
+        if out and new.begin_ms < out[-1].end_ms:  # interleaved regions: keep order, no overlap
+            new = Word(w.text, out[-1].end_ms, max(out[-1].end_ms, new.end_ms), w.prob)
+        out.append(new)
     return out
 
 
