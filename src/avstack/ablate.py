@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .prepare import load_manifest
-from .run import RunSettings, gt_of, run, score_run, usable
+from .run import RunSettings, gt_of, read_predictions, run, score_run, usable
 from .runners import make_backend
 from .stacks import Stack, make_stack
 from .tasks.ecog import score
@@ -27,7 +27,7 @@ def load_run(run_dir: str | Path) -> tuple[str, EcogResult, dict[str, Any]]:
     meta = json.loads((run_dir / "run.json").read_text())
     records = load_manifest(meta["prepared"])
     clips = [gt_of(r) for r in records if usable(r)]
-    preds = [json.loads(x) for x in (run_dir / "predictions.jsonl").read_text().splitlines() if x.strip()]
+    preds = read_predictions(run_dir / "predictions.jsonl")
     result = score(clips, preds)
     return f"{meta['backend']} {meta['stack']}", result, result.to_json()
 

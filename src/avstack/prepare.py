@@ -27,6 +27,7 @@ from .discover import ClipJob, discover
 
 ANCHORS = ("frames", "audio", "asr")
 CACHE_VERSION = 1
+Progress = Callable[[Iterable[Any], int], Iterable[Any]]  # wraps an iterable of n items (a progress bar)
 IN_FLIGHT = 3  # frames encoded or waiting on the JPEG writer
 
 
@@ -341,7 +342,7 @@ def prepare(
     out: str | Path,
     settings: PrepareSettings | None = None,
     workers: int | None = None,
-    progress: Callable[[Iterable[Any], int], Iterable[Any]] | None = None,
+    progress: Progress | None = None,
 ) -> PrepareReport:
     """Prepare every clip below data_root into out/; writes out/manifest.jsonl."""
     s = settings or PrepareSettings()
@@ -370,7 +371,7 @@ def _run_jobs(
     s: PrepareSettings,
     out: Path,
     workers: int,
-    progress: Callable[[Iterable[Any], int], Iterable[Any]] | None,
+    progress: Progress | None,
 ) -> Iterable[dict[str, Any]]:
     wrap = progress or (lambda it, n: it)
     if workers <= 1:

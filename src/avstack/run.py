@@ -12,7 +12,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +20,7 @@ from typing import Any
 
 from . import __version__
 from .messages import Request
-from .prepare import load_manifest, write_json_atomic
+from .prepare import Progress, load_manifest, write_json_atomic
 from .runners import Backend, TransientError
 from .stacks import Stack
 from .tasks.ecog.data import GtClip
@@ -136,6 +136,18 @@ class WorkItem:
 Parser = Callable[[str, WorkItem], tuple[dict[str, Any], str | None]]
 
 
+def read_predictions(path: str | Path) -> list[dict[str, Any]]:
+    """Prediction lines of a JSONL file; a bad line is an error naming the file and line."""
+    preds = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                preds.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{n}: not JSON ({exc.msg})") from None
+    return preds
+
+
 def _load_final(path: Path, id_field: str) -> dict[str, dict[str, Any]]:
     """Final answers already in a predictions file (last line per item wins)."""
     done: dict[str, dict[str, Any]] = {}
@@ -163,7 +175,7 @@ def run_items(
     id_field: str = "video_name",
     cache_dir: Path | None = None,
     backend_id: str | None = None,
-    progress: Callable[[Iterable[Any], int], Iterable[Any]] | None = None,
+    progress: Progress | None = None,
 ) -> Path:
     """The task-neutral engine: ask every item without a final answer; returns the predictions file."""
     from .media import atomic_write
@@ -240,7 +252,7 @@ def run(
     settings: RunSettings | None = None,
     cache_dir: Path | None = None,
     backend_id: str | None = None,
-    progress: Callable[[Iterable[Any], int], Iterable[Any]] | None = None,
+    progress: Progress | None = None,
 ) -> Path:
     """Answer every usable EcoG clip of a prepared folder; returns the predictions file."""
     s = settings or RunSettings()
@@ -276,7 +288,7 @@ def score_run(prepared: str | Path, run_dir: str | Path) -> dict[str, Any]:
     from .tasks.ecog import score
 
     clips = [gt_of(r) for r in load_manifest(prepared) if usable(r)]
-    preds = [json.loads(line) for line in (Path(run_dir) / "predictions.jsonl").read_text().splitlines() if line]
+    preds = read_predictions(Path(run_dir) / "predictions.jsonl")
     result = score(clips, preds).to_json()
     write_json_atomic(Path(run_dir) / "score.json", result)
     return result

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from ...prepare import write_json_atomic
-from ...run import RunSettings, WorkItem, run_items
+from ...run import Progress, RunSettings, WorkItem, read_predictions, run_items
 from ...runners import Backend
 from .data import EgoGapDataError, Item, load_bundles
 from .parse import parse_letter
@@ -44,7 +43,7 @@ def run_egogap(
     settings: RunSettings | None = None,
     backend_id: str | None = None,
     cache_dir: Path | None = None,
-    progress: Callable[[Iterable[Any], int], Iterable[Any]] | None = None,
+    progress: Progress | None = None,
 ) -> Path:
     out = Path(out)
     items = load_bundles(bundles)
@@ -61,19 +60,6 @@ def run_egogap(
     }
     work = work_items(items, stack, Path(images) if images else None, out / "images")
     return run_items(work, backend, out, _parse, meta, settings, "uid", cache_dir, backend_id, progress)
-
-
-def read_predictions(path: str | Path) -> list[dict[str, Any]]:
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    preds = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            preds.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise EgoGapDataError(f"{path}:{n}: not JSON ({exc.msg})") from None
-    return preds
 
 
 def score_egogap_run(run_dir: str | Path) -> dict[str, Any]:
