@@ -46,6 +46,9 @@ def prepare(
     max_side: Annotated[int | None, typer.Option(help="Shrink frames to this longest side in px")] = None,
     jpeg_quality: Annotated[int, typer.Option(help="JPEG quality 1-100")] = 90,
     workers: Annotated[int | None, typer.Option(help="Worker processes (default: CPU count)")] = None,
+    threads: Annotated[
+        int, typer.Option(help="Decoder and ASR threads per worker (0: all cores for one worker, a share for several)")
+    ] = 0,
     asr_model: Annotated[
         str, typer.Option(help="faster-whisper model name or folder (tiny.en, base bundled)")
     ] = "tiny.en",
@@ -55,6 +58,15 @@ def prepare(
         bool, typer.Option(help="Snap ASR word edges to speech-energy edges (measured: benchmarks/asr_timing.py)")
     ] = True,
     decode: Annotated[str, typer.Option(help="auto, selective or sequential (identical frames)")] = "auto",
+    asr_mode: Annotated[
+        str,
+        typer.Option(
+            help=(
+                "auto (batched on a GPU, else single), single, batched, or packed "
+                "(several short clips per Whisper window: faster on a CPU, shared context)"
+            )
+        ),
+    ] = "auto",
 ) -> None:
     """Decode clips, sample frames at true times, extract audio and word-level ASR; write a manifest."""
     from avstack.prepare import PrepareSettings, parse_anchors
@@ -72,6 +84,8 @@ def prepare(
             lang=None if lang == "auto" else lang,
             asr_refine=refine_words,
             decode=decode,
+            asr_mode=asr_mode,
+            threads=threads,
         )
         report = run_prepare(data_root, out, settings, workers, progress)
     except (ValueError, FileNotFoundError) as exc:

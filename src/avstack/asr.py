@@ -8,6 +8,7 @@ import re
 import shutil
 import tempfile
 import unicodedata
+import zlib
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import util as importlib_util
@@ -286,7 +287,11 @@ def refine_edges(words: list[Word], samples: np.ndarray, reach_ms: int = 150) ->
     else to the word it overlaps most (within `reach_ms`); a region holding several midpoints is
     continuous speech and is left alone. A word takes the span of the regions it was given.
     """
-    regions = voiced_regions(samples)
+    return snap_to_regions(words, voiced_regions(samples), reach_ms)
+
+
+def snap_to_regions(words: list[Word], regions: list[tuple[int, int]], reach_ms: int = 150) -> list[Word]:
+    """refine_edges with the voiced regions given (the packed path finds them clip by clip)."""
     if not regions or not words:
         return words
     owned: dict[int, list[tuple[int, int]]] = {}
@@ -315,12 +320,17 @@ def refine_edges(words: list[Word], samples: np.ndarray, reach_ms: int = 150) ->
 # --------------------------------------------------------------------------- transcription
 
 
-def _segment_words(seg: Any, offset_s: float, dropped: list[str]) -> list[Word]:
-    """A segment's words in ms from `offset_s`; none when the segment looks hallucinated."""
+REPETITIVE = 2.4  # zlib compression ratio above which text is a loop (Whisper's own threshold)
+
+
+def _segment_words(seg: Any, offset_s: float, dropped: list[str], whole_segment: bool = True) -> list[Word]:
+    """A segment's words in ms from `offset_s`; none when the segment looks hallucinated. A packed
+    segment spans several clips, which may well say the same thing: its repetition is judged per
+    clip (`_repetitive`), not here."""
     if seg.no_speech_prob > 0.6 and seg.avg_logprob < -1.0:
         dropped.append(f"no-speech segment: {seg.text.strip()!r}")
         return []
-    if seg.compression_ratio > 2.4:
+    if whole_segment and seg.compression_ratio > REPETITIVE:
         dropped.append(f"repetitive segment: {seg.text.strip()[:60]!r}")
         return []
     return [
@@ -353,19 +363,8 @@ def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Tran
     lang = None if s.language in ("auto", "", None) else s.language
     if not speech_present(samples):
         return Transcript(s.model, lang or "", (), s, ("no speech energy",))
-    model = load_model(s.model, s.device)
-    segments, info = model.transcribe(
-        samples,
-        language=lang,
-        beam_size=s.beam_size,
-        word_timestamps=True,
-        vad_filter=s.vad,
-        condition_on_previous_text=False,
-        temperature=[0.0, 0.2, 0.4],
-    )
-    dropped: list[str] = []
-    words = [w for seg in segments for w in _segment_words(seg, 0.0, dropped)]
-    return _finish(words, dropped, lang or info.language, samples, s)
+    segments, dropped, language = _transcribe_words(samples, s, lang)
+    return _finish([w for seg in segments for w in seg], dropped, language, samples, s)
 
 
 BATCH_MAX_S = 30  # one Whisper window per clip
@@ -411,6 +410,131 @@ def transcribe_batch(
     for k, i in enumerate(todo):
         out[i] = _finish(words[k], dropped[k], lang, clips[i], s)
     return [t for t in out if t is not None]
+
+
+PACK_WINDOW_S = 28.0  # under Whisper's 30 s window, so a pack is decoded in one pass
+PACK_GAP_S = 1.0  # silence between packed clips: a clear pause, and room for edge drift
+
+
+def plan_packs(durations_s: list[float], window_s: float = PACK_WINDOW_S, gap_s: float = PACK_GAP_S) -> list[list[int]]:
+    """Clips in order, grouped greedily into packs that fit one window (a longer clip is alone)."""
+    packs: list[list[int]] = []
+    used = window_s + 1.0
+    for i, d in enumerate(durations_s):
+        if packs and used + gap_s + d <= window_s:
+            packs[-1].append(i)
+            used += gap_s + d
+        else:
+            packs.append([i])
+            used = d
+    return packs
+
+
+def transcribe_packed(
+    clips: list[np.ndarray], settings: AsrSettings | None = None, window_s: float = PACK_WINDOW_S
+) -> list[Transcript]:
+    """Short clips laid end to end with 1 s pauses and transcribed a window at a time; each segment
+    (or word, see `_clips_of`) is given back to its clip. Whisper pads every input to 30 s, so on
+    a CPU one window of several short clips costs about what one clip alone costs.
+
+    The trade-off (benchmarks/asr_timing.py): 2.5-6x less ASR time, and the shared context helps
+    on varied sentences; but clips that say nearly the same thing prime each other (a misheard
+    word repeats into the next clip), so it is an option, not the default. Needs a fixed
+    language; else clips go one by one."""
+    s = settings or AsrSettings()
+    lang = None if s.language in ("auto", "", None) else s.language
+    out: list[Transcript | None] = [
+        None if speech_present(c) else Transcript(s.model, lang or "", (), s, ("no speech energy",)) for c in clips
+    ]
+    todo = [i for i, t in enumerate(out) if t is None]
+    if lang is None:
+        for i in todo:
+            out[i] = transcribe(clips[i], s)
+        return [t for t in out if t is not None]
+    gap = np.zeros(int(PACK_GAP_S * RATE), np.float32)
+    for pack in plan_packs([len(clips[i]) / RATE for i in todo], window_s, PACK_GAP_S):
+        members = [todo[k] for k in pack]
+        if len(members) == 1:
+            out[members[0]] = transcribe(clips[members[0]], s)
+            continue
+        pieces, starts, t = [], [], 0
+        for i in members:
+            starts.append(t)
+            pieces += [clips[i].astype(np.float32), gap]
+            t += len(clips[i]) + len(gap)
+        segments, dropped, _ = _transcribe_words(np.concatenate(pieces[:-1]), s, lang, packed=True)
+        bounds = [(b * 1000 // RATE, (b + len(clips[i])) * 1000 // RATE) for b, i in zip(starts, members)]
+        regions = [
+            (lo + a, lo + b, k) for k, (lo, _) in enumerate(bounds) for a, b in voiced_regions(clips[members[k]])
+        ]
+        per_clip: dict[int, list[Word]] = {i: [] for i in members}
+        for seg in segments:
+            for k, w in zip(_clips_of(seg, bounds, regions), seg):
+                per_clip[members[k]].append(Word(w.text, w.begin_ms - bounds[k][0], w.end_ms - bounds[k][0], w.prob))
+        note = f"packed: {len(members)} clips in one window"
+        for i in members:
+            mine = [*dropped, note]
+            if _repetitive(per_clip[i]):
+                mine.append(f"repetitive clip: {''.join(w.text for w in per_clip[i])[:60]!r}")
+                per_clip[i] = []
+            out[i] = _finish(per_clip[i], mine, lang, clips[i], s)
+    return [t for t in out if t is not None]
+
+
+def _clips_of(
+    seg: list[Word], bounds: list[tuple[int, int]], regions: list[tuple[int, int, int]], whole: float = 2 / 3
+) -> list[int]:
+    """The packed clip each word of a segment belongs to. Whisper's segments follow the sentences
+    but its times can slip across a pause (a clip's first word placed in the previous clip's
+    tail, a last word in the next clip's silence). A segment lying mostly (`whole`) in one clip
+    with speech goes there entire; else each word goes to the clip whose voiced regions
+    (begin, end, clip) it overlaps most, or the nearest one: a clip without clear speech gets
+    no words while another has some."""
+    if not seg:
+        return []
+    speaking = {k for _, _, k in regions}
+    a, b = seg[0].begin_ms, seg[-1].end_ms
+    overlap = [max(0, min(b, hi) - max(a, lo)) for lo, hi in bounds]
+    top = max(range(len(bounds)), key=overlap.__getitem__)
+    if overlap[top] >= whole * max(1, sum(overlap)) and (top in speaking or not speaking):
+        return [top] * len(seg)
+
+    def locate(w: Word) -> int:
+        if not regions:
+            mid = (w.begin_ms + w.end_ms) / 2
+            return min(range(len(bounds)), key=lambda j: max(bounds[j][0] - mid, mid - bounds[j][1], 0))
+        best = max(regions, key=lambda r: min(w.end_ms, r[1]) - max(w.begin_ms, r[0]))
+        return best[2]  # the most overlapped, or (all negative) the nearest region's clip
+
+    return [locate(w) for w in seg]
+
+
+def _repetitive(words: list[Word]) -> bool:
+    text = "".join(w.text for w in words).encode()
+    return len(text) > 0 and len(text) / len(zlib.compress(text)) > REPETITIVE
+
+
+def _transcribe_words(
+    samples: np.ndarray, s: AsrSettings, lang: str | None, packed: bool = False
+) -> tuple[list[list[Word]], list[str], str]:
+    """Whisper's words by segment (ms from the start of `samples`), what the guards dropped, the
+    language."""
+    model = load_model(s.model, s.device)
+    segments, info = model.transcribe(
+        samples,
+        language=lang,
+        beam_size=s.beam_size,
+        word_timestamps=True,
+        # in a pack the VAD would cut the pauses that keep the clips apart
+        vad_filter=s.vad and not packed,
+        condition_on_previous_text=False,
+        temperature=[0.0, 0.2, 0.4],
+        # clips saying the same thing compress well together: no resampling for that in a pack
+        compression_ratio_threshold=None if packed else REPETITIVE,
+    )
+    dropped: list[str] = []
+    kept = [_segment_words(seg, 0.0, dropped, not packed) for seg in segments]
+    return [words for words in kept if words], dropped, lang or info.language
 
 
 def transcribe_file(path: str | os.PathLike[str], settings: AsrSettings | None = None) -> Transcript:

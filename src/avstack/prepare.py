@@ -26,6 +26,7 @@ from . import __version__, media
 from .discover import ClipJob, discover
 
 ANCHORS = ("frames", "audio", "asr")
+ASR_MODES = ("auto", "single", "packed", "batched")
 CACHE_VERSION = 1
 Progress = Callable[[Iterable[Any], int], Iterable[Any]]  # wraps an iterable of n items (a progress bar)
 IN_FLIGHT = 3  # frames encoded or waiting on the JPEG writer
@@ -46,8 +47,11 @@ class PrepareSettings:
     lang: str | None = None  # None/"auto": detect (or take the clip's own field)
     asr_beam_size: int = 5
     asr_vad: bool = True
-    asr_batching: str = "auto"  # auto (batch across clips on a GPU) | on | off
-    asr_batch: int = 16  # clips per batch when batching
+    # auto: batched on a GPU, else single | single: each clip alone, in its worker | batched: one
+    # window per clip, batched (BatchedInferencePipeline) | packed: short clips laid end to end, one
+    # window for several (asr.transcribe_packed: much faster on a CPU; neighbours share context)
+    asr_mode: str = "auto"
+    asr_batch: int = 16  # clips per batch when batched
     asr_refine: bool = True  # snap word edges to speech-energy edges (see benchmarks/asr_timing.py)
 
     def frame_key(self, video_sha: str) -> str:
@@ -180,6 +184,8 @@ def _asr_settings(job: ClipJob, s: PrepareSettings) -> Any:
     from . import asr  # faster-whisper is heavy: import only when ASR is asked for
 
     lang = job.lang if (s.lang in (None, "auto") and job.lang) else s.lang
+    if lang in (None, "auto") and s.asr_model.endswith(".en"):
+        lang = "en"  # an English-only model: nothing to detect
     return asr.AsrSettings(
         model=s.asr_model,
         device=s.asr_device,
@@ -190,11 +196,13 @@ def _asr_settings(job: ClipJob, s: PrepareSettings) -> Any:
     )
 
 
-def _asr_cache(audio: dict[str, Any], settings: Any, out: Path) -> Path:
+def _asr_cache(audio: dict[str, Any], settings: Any, out: Path, mode: str = "single") -> Path:
     from . import asr
 
-    key = _key({"v": CACHE_VERSION, "audio": audio["sha256"], "asr": asdict(settings), "impl": asr.ASR_VERSION})
-    return out / "cache" / "asr" / f"{key}.json"
+    parts = {"v": CACHE_VERSION, "audio": audio["sha256"], "asr": asdict(settings), "impl": asr.ASR_VERSION}
+    if mode == "packed":  # a packed clip's words can differ from the clip alone: its own entry
+        parts["mode"] = mode
+    return out / "cache" / "asr" / f"{_key(parts)}.json"
 
 
 def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path) -> dict[str, Any]:
@@ -211,48 +219,94 @@ def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path
     return result
 
 
-def batched_asr_stage(pairs: list[tuple[ClipJob, dict[str, Any]]], s: PrepareSettings, out: Path) -> None:
-    """The GPU path: one model in this process, clips of one language batched together.
-    Fills each record's `asr` (from the cache when there); a failure is that clip's error."""
-    from . import asr
+class AsrFeeder:
+    """ASR across clips in this process while the decoders go on: clips arrive as their audio is
+    ready, wait until a full pack (CPU) or batch (GPU) of one language is there, and are
+    transcribed on one background thread (CTranslate2 releases the GIL). Clips are grouped in
+    the jobs' order whatever order the workers finish in, so the same folder packs the same way.
+    Fills each record's `asr`, from the cache when there; a failed group's clips get that error."""
 
-    todo: dict[Any, list[tuple[dict[str, Any], Path]]] = {}
-    for job, rec in pairs:
+    def __init__(self, jobs: list[ClipJob], s: PrepareSettings, out: Path, mode: str) -> None:
+        self.s, self.out, self.mode = s, out, mode
+        self.order = [j.clip_id for j in jobs]
+        self.jobs = {j.clip_id: j for j in jobs}
+        self.arrived: dict[str, dict[str, Any]] = {}
+        self.pending: dict[Any, list[tuple[dict[str, Any], Path]]] = {}
+        self.pool = ThreadPoolExecutor(1)
+        self.futures: list[Future[None]] = []
+
+    def add(self, rec: dict[str, Any]) -> None:
+        self.arrived[rec["clip_id"]] = rec
+        while self.order and self.order[0] in self.arrived:
+            cid = self.order.pop(0)
+            self._take(self.jobs[cid], self.arrived.pop(cid))
+
+    def _take(self, job: ClipJob, rec: dict[str, Any]) -> None:
         if rec.get("error"):
-            continue
+            return
         if not rec.get("audio"):
-            rec["asr"] = _no_audio_asr(s)
-            continue
-        settings = _asr_settings(job, s)
-        path = _asr_cache(rec["audio"], settings, out)
+            rec["asr"] = _no_audio_asr(self.s)
+            return
+        settings = _asr_settings(job, self.s)
+        path = _asr_cache(rec["audio"], settings, self.out, self.mode)
         cached = _read_json(path)
         if cached is not None:
             rec["asr"] = cached
-        else:
-            todo.setdefault(settings, []).append((rec, path))
-    for settings, items in todo.items():
-        for i in range(0, len(items), s.asr_batch):
-            chunk = items[i : i + s.asr_batch]
-            try:
-                clips = [sf.read(out / rec["audio"]["path"], dtype="float32")[0] for rec, _ in chunk]
-                results = asr.transcribe_batch(clips, settings, batch_size=s.asr_batch)
-            except Exception as exc:  # the chunk's clips fail; the rest go on
-                for rec, _ in chunk:
-                    rec["error"] = error_record(exc)
-                continue
-            for (rec, path), tr in zip(chunk, results):
-                rec["asr"] = tr.to_ecog()
-                write_json_atomic(path, rec["asr"])
+            return
+        items = self.pending.setdefault(settings, [])
+        items.append((rec, path))
+        ready = self._ready(items)
+        if ready:
+            self.pending[settings] = items[ready:]
+            self.futures.append(self.pool.submit(self._run, settings, items[:ready]))
+
+    def _ready(self, items: list[tuple[dict[str, Any], Path]]) -> int:
+        """How many of the waiting clips make full groups."""
+        from . import asr
+
+        if self.mode == "batched":
+            return len(items) if len(items) >= self.s.asr_batch else 0
+        packs = asr.plan_packs([rec["audio"]["duration_ms"] / 1000 for rec, _ in items])
+        return len(items) - len(packs[-1]) if len(packs) > 1 else 0
+
+    def finish(self) -> None:
+        for settings, items in self.pending.items():
+            if items:
+                self.futures.append(self.pool.submit(self._run, settings, items))
+        self.pending = {}
+        for f in self.futures:
+            f.result()
+        self.pool.shutdown()
+
+    def _run(self, settings: Any, items: list[tuple[dict[str, Any], Path]]) -> None:
+        from . import asr
+
+        try:
+            clips = [sf.read(self.out / rec["audio"]["path"], dtype="float32")[0] for rec, _ in items]
+            if self.mode == "batched":
+                results = asr.transcribe_batch(clips, settings, batch_size=self.s.asr_batch)
+            else:
+                results = asr.transcribe_packed(clips, settings)
+        except Exception as exc:  # this group's clips fail; the rest go on
+            for rec, _ in items:
+                rec["error"] = error_record(exc)
+            return
+        for (rec, path), tr in zip(items, results):
+            rec["asr"] = tr.to_ecog()
+            write_json_atomic(path, rec["asr"])
 
 
-def _batch_asr(s: PrepareSettings) -> bool:
-    if "asr" not in s.anchors or s.asr_batch <= 0 or s.asr_batching == "off":
-        return False
-    if s.asr_batching == "on":
-        return True
+def asr_mode(s: PrepareSettings) -> str:
+    """single (each clip in its worker), batched (GPU) or packed: see PrepareSettings.asr_mode."""
+    if s.asr_mode not in ASR_MODES:
+        raise ValueError(f"asr_mode: expected one of {', '.join(ASR_MODES)}, got {s.asr_mode!r}")
+    if "asr" not in s.anchors:
+        return "single"
+    if s.asr_mode != "auto":
+        return s.asr_mode
     from . import asr
 
-    return asr.pick_device(s.asr_device)[0] == "cuda"
+    return "batched" if asr.pick_device(s.asr_device)[0] == "cuda" else "single"
 
 
 # --------------------------------------------------------------------------- one clip
@@ -353,14 +407,18 @@ def prepare(
     if workers > 1 and s.threads == 0:
         # workers share the cores: oversubscribed decoder and ASR threads only contend
         s = replace(s, threads=max(1, _default_workers() // workers))
-    if _batch_asr(s):
-        # decoders in the workers; one ASR model here, fed batches of clips
-        media_only = replace(s, anchors=tuple(dict.fromkeys([*(a for a in s.anchors if a != "asr"), "audio"])))
-        records = list(_run_jobs(jobs, media_only, out, workers, progress))
-        by_id = {j.clip_id: j for j in jobs}
-        batched_asr_stage([(by_id[r["clip_id"]], r) for r in records], s, out)
-    else:
+    mode = asr_mode(s)
+    if mode == "single":
         records = list(_run_jobs(jobs, s, out, workers, progress))
+    else:
+        # decoders in the workers; ASR here, across clips, while they go on
+        media_only = replace(s, anchors=tuple(dict.fromkeys([*(a for a in s.anchors if a != "asr"), "audio"])))
+        feeder = AsrFeeder(jobs, s, out, mode)
+        records = []
+        for rec in _run_jobs(jobs, media_only, out, workers, progress):
+            feeder.add(rec)
+            records.append(rec)
+        feeder.finish()
     records.sort(key=lambda r: r["clip_id"])
     _write_manifest(out, data_root, s, records)
     return PrepareReport(records)
