@@ -42,13 +42,24 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - t0
 
 
-def alternate(methods: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
-    """Median seconds per method, methods interleaved in every round."""
+def rounds(methods: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
+    """Seconds per method per round, methods interleaved in every round."""
     times: dict[str, list[float]] = {m: [] for m in methods}
     for _ in range(repeats):
         for name, fn in methods.items():
             times[name].append(timed(fn))
-    return {m: statistics.median(v) for m, v in times.items()}
+    return times
+
+
+def alternate(methods: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    """Median seconds per method, methods interleaved in every round."""
+    return {m: statistics.median(v) for m, v in rounds(methods, repeats).items()}
+
+
+def ratio(times: dict[str, list[float]], method: str, baseline: str) -> float:
+    """Median over rounds of method / baseline in the same round: steadier than a ratio of
+    medians on a host whose load drifts between rounds."""
+    return round(statistics.median(a / b for a, b in zip(times[method], times[baseline])), 2)
 
 
 def table(rows: list[dict[str, Any]], cols: list[str]) -> str:
@@ -232,17 +243,18 @@ def bench_workers(tmp: Path, n_clips: int, repeats: int, anchors: tuple[str, ...
         cmd += ["--out", str(tmp / "wout"), "--workers", str(w), "--threads", str(threads)]
         subprocess.run([*cmd, "--anchors", ",".join(anchors)], check=True, capture_output=True)
 
-    med = alternate({label: lambda w=w, t=t: run(w, t) for label, w, t in configs}, repeats)
-    threaded, single = med[configs[0][0]], med[configs[1][0]]
+    times = rounds({label: lambda w=w, t=t: run(w, t) for label, w, t in configs}, repeats)
+    threaded, single = configs[0][0], configs[1][0]
     return [
         {
             "anchors": ",".join(anchors),
             "config": label,
             "cores": cores,
-            "seconds": round(med[label], 2),
-            "clips_per_s": round(n_clips / med[label], 2),
-            "vs_1_worker_threaded": round(med[label] / threaded, 2),
-            "vs_1_worker_1_thread": round(med[label] / single, 2),
+            "seconds": round(statistics.median(times[label]), 2),
+            "clips_per_s": round(n_clips / statistics.median(times[label]), 2),
+            "vs_1_worker_threaded": ratio(times, label, threaded),
+            "vs_1_worker_1_thread": ratio(times, label, single),
+            "rounds": len(times[label]),
         }
         for label, _, _ in configs
     ]
@@ -285,7 +297,8 @@ def bench_rss(tmp: Path, seconds: float) -> list[dict[str, Any]]:
 
 
 def bench_asr(tmp: Path, device: str, n_clips: int, models: list[str]) -> list[dict[str, Any]]:
-    """RTF per model and device: clips one by one vs batched across clips (transcribe_batch)."""
+    """RTF per model and device: clips one by one, batched across clips (transcribe_batch, one
+    window per clip) and packed (transcribe_packed, several clips per window)."""
     from avstack import asr
 
     clips = [
@@ -303,6 +316,7 @@ def bench_asr(tmp: Path, device: str, n_clips: int, models: list[str]) -> list[d
         modes = {
             "sequential": lambda s=settings: [asr.transcribe(c, s) for c in clips],
             "batched": lambda s=settings: asr.transcribe_batch(clips, s),
+            "packed": lambda s=settings: asr.transcribe_packed(clips, s),
         }
         for mode, fn in modes.items():
             secs = timed(fn)
@@ -321,8 +335,8 @@ def bench_asr(tmp: Path, device: str, n_clips: int, models: list[str]) -> list[d
 
 
 def bench_prepare_full(tmp: Path, n_clips: int, device: str, model: str) -> list[dict[str, Any]]:
-    """The whole `prepare --anchors full` on generated spoken clips: ASR per clip in the workers vs
-    one ASR model fed batches of clips (the GPU path), cold caches, same clips."""
+    """The whole `prepare --anchors full` on generated spoken clips, per ASR mode: per clip in the
+    workers, one model fed batches of clips (the GPU path) or packs of clips; cold caches."""
     import soundfile as sf
 
     from avstack import asr
@@ -337,8 +351,8 @@ def bench_prepare_full(tmp: Path, n_clips: int, device: str, model: str) -> list
         sf.write(wav, audio, asr.RATE)
         noisy_clip(root / f"c{i:03d}.mp4", "1280x720", 4.0, seed=i, wav=wav)
     rows = []
-    for batching in ("single", "packed", "batched"):
-        settings = PrepareSettings(asr_model=model, asr_device=device, lang="en", asr_mode=batching)
+    for mode in ("single", "packed", "batched"):
+        settings = PrepareSettings(asr_model=model, asr_device=device, lang="en", asr_mode=mode)
         shutil.rmtree(tmp / "full_out", ignore_errors=True)
         secs = timed(lambda s=settings: prepare(root, tmp / "full_out", s))
         dev, compute = asr.pick_device(device)
@@ -347,7 +361,7 @@ def bench_prepare_full(tmp: Path, n_clips: int, device: str, model: str) -> list
                 "clips": n_clips,
                 "model": model,
                 "device": f"{dev} {compute}",
-                "asr": "batched across clips" if batching == "on" else "per clip in workers",
+                "asr_mode": mode,
                 "seconds": round(secs, 1),
                 "clips_per_s": round(n_clips / secs, 2),
             }
