@@ -5,11 +5,11 @@ and Mandarin with base (the bundled offline models): raw Whisper times, with the
 energy-edge refinement (the default), and packed (`--asr-mode packed`: several clips
 per Whisper window). Noise-only clips are mixed in. Prints a Markdown table and writes JSON.
 
-The held-out sentences come from mixed templates; `--same-template N` draws every clip
-from template N, as in an EcoG folder (one instruction type), where packed clips prime
+Layouts: `mixed` (default), each clip from a random template; `folders`, N clips per
+template as in an EcoG root (one instruction type per folder), listed folder by folder for
+`single` and interleaved across folders for `packed`, as `prepare --asr-mode packed` orders
+them; `same:K`, every clip from template K (one folder alone), where packed clips prime
 each other.
-
-    python benchmarks/asr_timing.py [--clips 30] [--device auto] [--json benchmarks/asr_timing.json]
 """
 
 from __future__ import annotations
@@ -22,32 +22,47 @@ from pathlib import Path
 from avstack import asr, asr_eval
 
 HELD_OUT_SEED = 50_000  # tuning used seeds 1000+
+FOLDER_SEED = 70_000  # the folders layout: untouched while tuning
+
+
+def layout_cases(lang: str, layout: str, clips: int) -> tuple[list[asr_eval.Case], list[str]]:
+    """The held-out clips and the folder each would sit in."""
+    if layout == "mixed":
+        return [asr_eval.make_case(lang, HELD_OUT_SEED + i) for i in range(clips)], ["all"] * clips
+    if layout == "folders":
+        n = len(asr_eval.templates(lang))
+        cases = [
+            asr_eval.make_case(lang, FOLDER_SEED + 100 * t + i, template=t) for t in range(n) for i in range(clips)
+        ]
+        return cases, [f"t{t}" for t in range(n) for _ in range(clips)]
+    if layout.startswith("same:"):
+        t = int(layout.split(":")[1])
+        return [asr_eval.make_case(lang, HELD_OUT_SEED + i, template=t) for i in range(clips)], [f"t{t}"] * clips
+    raise SystemExit(f"--layout: expected mixed, folders or same:K, got {layout!r}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--clips", type=int, default=30, help="clips per language")
+    ap.add_argument("--clips", type=int, default=30, help="clips per language (per template with --layout folders)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--runs", default="en:tiny.en,zh:base", help="comma list of LANG:MODEL")
     ap.add_argument("--json", type=Path, default=Path("benchmarks/asr_timing.json"))
-    ap.add_argument("--same-template", type=int, default=None, help="every clip from this template index")
+    ap.add_argument("--layout", default="mixed", help="mixed, folders (--clips per template) or same:K")
     args = ap.parse_args()
-    if args.same_template is not None:
-        asr_eval.EN_TEMPLATES = (asr_eval.EN_TEMPLATES[args.same_template],)
-        asr_eval.ZH_TEMPLATES = (asr_eval.ZH_TEMPLATES[args.same_template],)
     rows = []
     for spec in args.runs.split(","):
         lang, model = spec.split(":")
-        cases = [asr_eval.make_case(lang, HELD_OUT_SEED + i) for i in range(args.clips)]
+        cases, folders = layout_cases(lang, args.layout, args.clips)
         for mode, refine in (("single", False), ("single", True), ("packed", True)):
             settings = asr.AsrSettings(model=model, device=args.device, language=lang, refine=refine)
-            row = asr_eval.evaluate(cases, settings, mode=mode)
+            order = asr.interleave(folders) if mode == "packed" else range(len(cases))
+            row = asr_eval.evaluate([cases[i] for i in order], settings, mode=mode)
             row["device"] = " ".join(asr.pick_device(args.device))
-            row["templates"] = "mixed" if args.same_template is None else f"#{args.same_template} only"
+            row["layout"] = args.layout
             rows.append(row)
             print(json.dumps(row), flush=True)
     cols = [
-        "lang", "model", "device", "mode", "refine", "templates", "clips", "words", "recognized_pct",
+        "lang", "model", "device", "mode", "refine", "layout", "clips", "words", "recognized_pct",
         "begin_median_ms", "begin_p90_ms", "end_median_ms", "end_p90_ms", "boundary_median_ms", "boundary_p90_ms",
         "rtf", "noise_only_words",
     ]  # fmt: skip

@@ -202,6 +202,8 @@ def test_a_segment_lying_mostly_in_one_clip_goes_there_whole():
     assert asr._clips_of(stray, bounds, regions) == [1]
     assert asr._clips_of(stray, bounds, []) == [2]  # no clear speech anywhere: by time alone
     assert asr.plan_packs([4.0, 4.0, 30.0, 20.0, 5.0, 2.0]) == [[0, 1], [2], [3, 4], [5]]
+    # folders (instruction types) take turns, so a pack mixes them
+    assert asr.interleave(["a", "a", "b", "b", "b", "c"]) == [0, 2, 5, 1, 3, 4]
 
 
 def test_refine_edges_snaps_to_bursts_and_leaves_continuous_speech():

@@ -430,6 +430,21 @@ def plan_packs(durations_s: list[float], window_s: float = PACK_WINDOW_S, gap_s:
     return packs
 
 
+def interleave(groups: list[str]) -> list[int]:
+    """Indices taking one item from each group in turn (groups in first-seen order). Packing
+    clips of one instruction type together lets a misheard word repeat down the pack; mixing
+    the types keeps the context that helps (benchmarks/asr_timing.py --layout folders)."""
+    queues: dict[str, list[int]] = {}
+    for i, g in enumerate(groups):
+        queues.setdefault(g, []).append(i)
+    out: list[int] = []
+    while len(out) < len(groups):
+        for q in queues.values():
+            if q:
+                out.append(q.pop(0))
+    return out
+
+
 def transcribe_packed(
     clips: list[np.ndarray], settings: AsrSettings | None = None, window_s: float = PACK_WINDOW_S
 ) -> list[Transcript]:

@@ -64,16 +64,28 @@ class Case:
     seed: int
 
 
-def sentence(lang: str, rng: random.Random) -> list[str]:
-    templates, slots = (EN_TEMPLATES, EN_SLOTS) if lang == "en" else (ZH_TEMPLATES, ZH_SLOTS)
-    text = rng.choice(templates).format(**{k: rng.choice(v) for k, v in slots.items()})
+def templates(lang: str) -> tuple[str, ...]:
+    return EN_TEMPLATES if lang == "en" else ZH_TEMPLATES
+
+
+def sentence(lang: str, rng: random.Random, template: int | None = None) -> list[str]:
+    slots = EN_SLOTS if lang == "en" else ZH_SLOTS
+    pattern = rng.choice(templates(lang)) if template is None else templates(lang)[template]
+    text = pattern.format(**{k: rng.choice(v) for k, v in slots.items()})
     return text.split()
 
 
-def make_case(lang: str, seed: int, noise_level: float = 0.004, gap_ms: tuple[int, int] = (60, 350)) -> Case:
-    """A spoken instruction with chosen gaps between words, starting 200-900 ms in, over noise."""
+def make_case(
+    lang: str,
+    seed: int,
+    noise_level: float = 0.004,
+    gap_ms: tuple[int, int] = (60, 350),
+    template: int | None = None,
+) -> Case:
+    """A spoken instruction with chosen gaps between words, starting 200-900 ms in, over noise;
+    from a random template, or the one given (an EcoG folder holds one instruction type)."""
     rng = random.Random(f"{lang}:{seed}")
-    words = sentence(lang, rng)
+    words = sentence(lang, rng, template)
     spoken = words if lang == "en" else [PINYIN[w] for w in words]
     recs = [(w, synth.speak_word(s, VOICES[lang])) for w, s in zip(words, spoken)]
     starts, t = [], rng.randint(200, 900)

@@ -408,6 +408,10 @@ def prepare(
         # workers share the cores: oversubscribed decoder and ASR threads only contend
         s = replace(s, threads=max(1, _default_workers() // workers))
     mode = asr_mode(s)
+    if mode == "packed":  # one instruction type per folder: mix the folders in each pack
+        from . import asr
+
+        jobs = [jobs[i] for i in asr.interleave([j.task_template or Path(j.clip_id).parent.as_posix() for j in jobs])]
     if mode == "single":
         records = list(_run_jobs(jobs, s, out, workers, progress))
     else:
