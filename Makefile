@@ -28,7 +28,7 @@ bench: setup
 # The main job on the bundled sample data: prepare (frames + audio + ASR), then the
 # input-stack ablation with the offline `deixis` baseline, scored and reported.
 demo: setup
-	$(RUN) prepare samples/ecog_en --out out/demo/prepared --anchors full --asr-model tiny.en --lang en
+	$(RUN) prepare samples/ecog_en --out out/demo/prepared --anchors full --asr-model tiny.en --lang en --asr-mode packed
 	$(RUN) ablate out/demo/prepared --model deixis --drop frame_ts --drop word_ts --out out/demo/ablate
 	@echo "report: out/demo/ablate/report.md"
 
