@@ -228,7 +228,7 @@ class AsrFeeder:
 
     def __init__(self, jobs: list[ClipJob], s: PrepareSettings, out: Path, mode: str) -> None:
         self.s, self.out, self.mode = s, out, mode
-        self.order = [j.clip_id for j in jobs]
+        self.order = deque(j.clip_id for j in jobs)
         self.jobs = {j.clip_id: j for j in jobs}
         self.arrived: dict[str, dict[str, Any]] = {}
         self.pending: dict[Any, list[tuple[dict[str, Any], Path]]] = {}
@@ -238,7 +238,7 @@ class AsrFeeder:
     def add(self, rec: dict[str, Any]) -> None:
         self.arrived[rec["clip_id"]] = rec
         while self.order and self.order[0] in self.arrived:
-            cid = self.order.pop(0)
+            cid = self.order.popleft()
             self._take(self.jobs[cid], self.arrived.pop(cid))
 
     def _take(self, job: ClipJob, rec: dict[str, Any]) -> None:
