@@ -341,8 +341,16 @@ def _segment_words(seg: Any, offset_s: float, dropped: list[str], whole_segment:
     ]
 
 
-def _finish(words: list[Word], dropped: list[str], language: str, samples: np.ndarray, s: AsrSettings) -> Transcript:
-    """The guards every transcript goes through: script, grouping, clamping, loops, edges."""
+def _finish(
+    words: list[Word],
+    dropped: list[str],
+    language: str,
+    samples: np.ndarray,
+    s: AsrSettings,
+    regions: list[tuple[int, int]] | None = None,
+) -> Transcript:
+    """The guards every transcript goes through: script, grouping, clamping, loops, edges
+    (snapped to `regions`, the clip's voiced regions, found here when not given)."""
     duration_ms = int(len(samples) * 1000 / RATE)
     if language == "zh":
         if s.simplified:
@@ -353,7 +361,7 @@ def _finish(words: list[Word], dropped: list[str], language: str, samples: np.nd
     if removed:
         dropped.append(f"repetition loop: {removed} words")
     if s.refine:
-        words = refine_edges(words, samples)
+        words = snap_to_regions(words, voiced_regions(samples) if regions is None else regions)
     return Transcript(s.model, language, tuple(words), s, tuple(dropped))
 
 
@@ -479,9 +487,8 @@ def transcribe_packed(
             t += len(clips[i]) + len(gap)
         segments, dropped, _ = _transcribe_words(np.concatenate(pieces[:-1]), s, lang, packed=True)
         bounds = [(b * 1000 // RATE, (b + len(clips[i])) * 1000 // RATE) for b, i in zip(starts, members)]
-        regions = [
-            (lo + a, lo + b, k) for k, (lo, _) in enumerate(bounds) for a, b in voiced_regions(clips[members[k]])
-        ]
+        voiced = {i: voiced_regions(clips[i]) for i in members}
+        regions = [(lo + a, lo + b, k) for k, (lo, _) in enumerate(bounds) for a, b in voiced[members[k]]]
         per_clip: dict[int, list[Word]] = {i: [] for i in members}
         for seg in segments:
             for k, w in zip(_clips_of(seg, bounds, regions), seg):
@@ -492,7 +499,7 @@ def transcribe_packed(
             if _repetitive(per_clip[i]):
                 mine.append(f"repetitive clip: {''.join(w.text for w in per_clip[i])[:60]!r}")
                 per_clip[i] = []
-            out[i] = _finish(per_clip[i], mine, lang, clips[i], s)
+            out[i] = _finish(per_clip[i], mine, lang, clips[i], s, voiced[i])
     return [t for t in out if t is not None]
 
 
