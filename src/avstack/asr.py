@@ -140,11 +140,19 @@ def pick_device(device: str) -> tuple[str, str]:
     return device, ("float16" if device == "cuda" else "int8")
 
 
+SAMPLING_SEED = 0
+
+
 @lru_cache(maxsize=4)
 def load_model(name: str, device: str = "auto") -> Any:
     """Loaded once per process and reused for every clip."""
+    import ctranslate2
     from faster_whisper import WhisperModel
 
+    # Whisper's temperature fallback samples; CTranslate2 seeds each decoding thread once, from
+    # the global seed when the thread first samples (else from random_device): seeded here, a
+    # process that transcribes the same clips in the same order gets the same words every run
+    ctranslate2.set_random_seed(SAMPLING_SEED)
     dev, compute = pick_device(device)
     threads = int(os.environ.get("AVSTACK_ASR_THREADS", "0"))
     return WhisperModel(resolve_model(name), device=dev, compute_type=compute, cpu_threads=threads)
