@@ -386,6 +386,17 @@ def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Tran
 BATCH_MAX_S = 30  # one Whisper window per clip
 
 
+def _silent_apart(
+    clips: list[np.ndarray], s: AsrSettings, lang: str | None
+) -> tuple[list[Transcript | None], list[int]]:
+    """Empty transcripts for clips without speech energy (they never reach Whisper); the indices
+    of the others, still to transcribe."""
+    out: list[Transcript | None] = [
+        None if speech_present(c) else Transcript(s.model, lang or "", (), s, ("no speech energy",)) for c in clips
+    ]
+    return out, [i for i, t in enumerate(out) if t is None]
+
+
 def transcribe_batch(
     clips: list[np.ndarray], settings: AsrSettings | None = None, batch_size: int = 16
 ) -> list[Transcript]:
@@ -397,10 +408,7 @@ def transcribe_batch(
         return [transcribe(c, s) for c in clips]
     from faster_whisper import BatchedInferencePipeline
 
-    out: list[Transcript | None] = [
-        None if speech_present(c) else Transcript(s.model, lang, (), s, ("no speech energy",)) for c in clips
-    ]
-    todo = [i for i, t in enumerate(out) if t is None]
+    out, todo = _silent_apart(clips, s, lang)
     if not todo:
         return [t for t in out if t is not None]
     starts = np.cumsum([0] + [len(clips[i]) for i in todo]) / RATE
@@ -474,10 +482,7 @@ def transcribe_packed(
     language; else clips go one by one."""
     s = settings or AsrSettings()
     lang = None if s.language in ("auto", "", None) else s.language
-    out: list[Transcript | None] = [
-        None if speech_present(c) else Transcript(s.model, lang or "", (), s, ("no speech energy",)) for c in clips
-    ]
-    todo = [i for i, t in enumerate(out) if t is None]
+    out, todo = _silent_apart(clips, s, lang)
     if lang is None:
         for i in todo:
             out[i] = transcribe(clips[i], s)
