@@ -29,7 +29,7 @@ import av
 import cv2
 import numpy as np
 
-from avstack import media, synth
+from avstack import images, media, synth
 from avstack.prepare import PrepareSettings, prepare
 
 FRAMES_ONLY = PrepareSettings(anchors=("frames",))
@@ -107,7 +107,7 @@ def bare_decode(path: Path, thread_type: str | None = "AUTO") -> int:
 def sampler(path: Path, decode: str) -> media.Sample:
     sample = media.sample_frames(path, fps=2.0, decode=decode)
     for f in sample.frames:
-        media.encode_jpeg(f.image, 90)
+        images.encode_jpeg(f.image, 90)
     return sample
 
 
@@ -178,12 +178,12 @@ def bench_jpeg(repeats: int) -> list[dict[str, Any]]:
     med = alternate(
         {
             "pil_rgb": lambda: [pil() for _ in range(n)],
-            "cv2_rgb": lambda: [media.encode_jpeg(rgb, 90) for _ in range(n)],
-            "cv2_bgr": lambda: [media.encode_jpeg(bgr, 90, order="bgr") for _ in range(n)],
+            "cv2_rgb": lambda: [images.encode_jpeg(rgb, 90) for _ in range(n)],
+            "cv2_bgr": lambda: [images.encode_jpeg(bgr, 90, order="bgr") for _ in range(n)],
         },
         repeats,
     )
-    same = pil() == media.encode_jpeg(rgb, 90)
+    same = pil() == images.encode_jpeg(rgb, 90)
     return [
         {
             "encoder": k,

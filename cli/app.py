@@ -1,12 +1,17 @@
-"""The `avstack` command line: thin wrappers over the library functions."""
+"""The `avstack` command line: each command parses its options and calls one library function.
+
+Errors a user can cause (bad data, a bad option, a full disk, a wrong key) end the command with
+one line naming what was expected and what was found; never a traceback.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -17,6 +22,7 @@ egogap_app = typer.Typer(no_args_is_help=True, help="EgoGapBench helpers: prompt
 app.add_typer(egogap_app, name="egogap")
 
 T = TypeVar("T")
+DROP_HELP = "Anchor to drop: frame_ts, word_ts, asr, frames (repeatable)"
 
 
 def progress(items: Iterable[T], total: int, label: str = "clips") -> Iterable[T]:
@@ -31,9 +37,38 @@ def progress(items: Iterable[T], total: int, label: str = "clips") -> Iterable[T
             bar.advance(task)
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Errors from bad input, options, back-ends or the disk: one line, exit 2 (Ctrl-C: 130)."""
+    from avstack.runners import FatalError
+
+    try:
+        yield
+    except FatalError as exc:
+        fail(f"the back-end refused the run: {exc}; nothing was recorded for the clips it refused, "
+             "so a rerun asks again")
+    except (ValueError, ImportError, OSError, KeyError) as exc:  # DataError and OutputError are among these
+        fail(str(exc) if not isinstance(exc, KeyError) else f"missing field {exc}")
+    except KeyboardInterrupt:
+        fail("interrupted; what was finished is kept and a rerun goes on from there", 130)
+
+
+def _backend_options(base_url: str | None, temperature: float, max_tokens: int, timeout: float) -> dict[str, Any]:
+    opts: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "timeout": timeout}
+    if base_url:
+        opts["base_url"] = base_url
+    return opts
+
+
+def _defaults() -> dict[str, Any]:
+    from avstack.runners import DEFAULTS
+
+    return DEFAULTS
 
 
 @app.command()
@@ -44,6 +79,9 @@ def prepare(
     fps: Annotated[float, typer.Option(help="Frames per second to sample (the paper uses 2)")] = 2.0,
     max_frames: Annotated[int | None, typer.Option(help="Cap on sampled frames (uniform subsample)")] = None,
     max_side: Annotated[int | None, typer.Option(help="Shrink frames to this longest side in px")] = None,
+    max_pixels: Annotated[
+        int | None, typer.Option(help="Refuse clips whose frames have more pixels (default: 8K, 7680x4320)")
+    ] = None,
     jpeg_quality: Annotated[int, typer.Option(help="JPEG quality 1-100")] = 90,
     workers: Annotated[int | None, typer.Option(help="Worker processes (default: CPU count)")] = None,
     threads: Annotated[
@@ -69,15 +107,17 @@ def prepare(
     ] = "auto",
 ) -> None:
     """Decode clips, sample frames at true times, extract audio and word-level ASR; write a manifest."""
-    from avstack.prepare import PrepareSettings, parse_anchors
+    from avstack.prepare import DEFAULT_MAX_PIXELS, PrepareSettings, parse_anchors
     from avstack.prepare import prepare as run_prepare
+    from avstack.tasks import all_layouts
 
-    try:
+    with user_errors():
         settings = PrepareSettings(
             anchors=parse_anchors(anchors),
             fps=fps,
             max_frames=max_frames,
             max_side=max_side,
+            max_pixels=max_pixels or DEFAULT_MAX_PIXELS,
             jpeg_quality=jpeg_quality,
             asr_model=asr_model,
             asr_device=device,
@@ -87,14 +127,12 @@ def prepare(
             asr_mode=asr_mode,
             threads=threads,
         )
-        report = run_prepare(data_root, out, settings, workers, progress)
-    except (ValueError, FileNotFoundError) as exc:
-        fail(str(exc))
-        return
+        report = run_prepare(data_root, out, settings, workers, progress, all_layouts())
     n, bad = len(report.records), report.failed
     typer.echo(f"prepared {n - len(bad)}/{n} clips into {out} ({report.cache_hits} from cache)")
     for rec in bad:
-        typer.echo(f"  FAILED {rec['clip_id']}: {rec['error']['type']}: {rec['error']['message']}", err=True)
+        err = rec.error or {}
+        typer.echo(f"  FAILED {rec.clip_id}: {err.get('type')}: {err.get('message')}", err=True)
     if bad:
         raise typer.Exit(1)
 
@@ -132,8 +170,15 @@ def synth(
     """Generate synthetic EcoG-layout clips with known frame and word timing."""
     from avstack.sample_data import make_sample_set
 
-    clips = make_sample_set(out, lang=lang, small=small)
+    with user_errors():
+        clips = make_sample_set(out, lang=lang, small=small)
     typer.echo(f"wrote {len(clips)} clips to {out}")
+
+
+def _print(outcome: Any) -> None:
+    typer.echo(outcome.summary)
+    for note in outcome.notes:
+        typer.echo(note, err=True)
 
 
 @app.command()
@@ -145,59 +190,21 @@ def score(
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the full result as JSON here")] = None,
 ) -> None:
     """Score predictions with the benchmark's own metric definitions."""
-    if task == "egogap":
-        result = _score_egogap(bundles, pred)
-    elif task == "ecog":
-        result = _score_ecog(gt, pred)
-    else:
-        fail(f"--task must be ecog or egogap; found {task!r}")
-        return
+    from avstack.io import atomic_write
+    from avstack.tasks import get_task
+
+    truth = bundles if task == "egogap" else gt
+    if truth is None or pred is None:
+        fail("--bundles and --pred are required for --task egogap" if task == "egogap" else
+             "--gt and --pred are required for --task ecog")
+    with user_errors():
+        outcome = get_task(task).score(truth, pred)
+    _print(outcome)
     if json_out:
-        json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
-
-
-def _score_ecog(gt: Path | None, pred: Path | None) -> dict[str, Any]:
-    if gt is None or pred is None:
-        fail("--gt and --pred are required for --task ecog")
-        raise AssertionError
-    from avstack.report import summary_table
-    from avstack.tasks.ecog import load_gt
-    from avstack.tasks.ecog import score as ecog_score
-    from avstack.tasks.ecog.data import DataError, load_records
-
-    try:
-        clips, gt_errors = load_gt(gt)
-        preds = [p for p in load_records(pred, "predictions") if isinstance(p, dict)]
-    except (DataError, OSError, json.JSONDecodeError) as exc:
-        fail(str(exc))
-        raise AssertionError from exc
-    result = ecog_score(clips, preds, gt_errors).to_json()
-    typer.echo(summary_table(result))
-    for problem in gt_errors:
-        typer.echo(f"  GT ERROR {problem}", err=True)
-    return result
-
-
-def _score_egogap(bundles: Path | None, pred: Path | None) -> dict[str, Any]:
-    if bundles is None or pred is None:
-        fail("--bundles and --pred are required for --task egogap")
-        raise AssertionError
-    from avstack.run import read_predictions
-    from avstack.tasks.egogap import load_bundles
-    from avstack.tasks.egogap import score as egogap_score
-    from avstack.tasks.egogap.report import score_rows
-
-    try:
-        result = egogap_score(load_bundles(bundles), read_predictions(pred))
-    except (ValueError, OSError) as exc:  # EgoGapDataError is a ValueError
-        fail(str(exc))
-        raise AssertionError from exc
-    from avstack.report import markdown_table
-
-    typer.echo(markdown_table(*score_rows([(pred.name, bundles.name, result)])))
-    c = result["counts"]
-    typer.echo(f"items {c['items']}, missing {c['missing_predictions']}, unparsed {c['unparsed']}")
-    return result
+        with user_errors():
+            atomic_write(json_out, json.dumps(outcome.result, ensure_ascii=False, indent=1).encode())
+    if outcome.failed:
+        raise typer.Exit(1)
 
 
 @ecog_app.command("gt")
@@ -209,7 +216,8 @@ def ecog_gt(
     """Write normalized ground truth, one JSON line per clip, to stdout."""
     from avstack.tasks.ecog.gt import ground_truth
 
-    records, errors = ground_truth(data_root, lang=lang, prepared=manifest)
+    with user_errors():
+        records, errors = ground_truth(data_root, lang=lang, prepared=manifest)
     for rec in records:
         typer.echo(json.dumps(rec.to_json(), ensure_ascii=False))
     for err in errors:
@@ -218,13 +226,12 @@ def ecog_gt(
         raise typer.Exit(1)
 
 
-def _stack(variant: str, drop: list[str]) -> Any:
+def _ecog_inputs(variant: str, drop: list[str], asr: str | None, coord_order: str) -> tuple[Any, Any]:
     from avstack.stacks import make_stack
+    from avstack.tasks.ecog.prompt import EcogOptions
 
-    try:
-        return make_stack(variant, drop)
-    except ValueError as exc:
-        fail(str(exc))
+    with user_errors():
+        return make_stack(variant, drop), EcogOptions(coord_order, asr)
 
 
 @app.command()
@@ -232,29 +239,19 @@ def stacks(
     prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
     out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file, one request per clip")],
     variant: Annotated[str, typer.Option(help="full, video or text")] = "full",
-    drop: Annotated[list[str], typer.Option(help="Anchor to drop: frame_ts, word_ts, asr, frames")] = [],  # noqa: B006
+    drop: Annotated[list[str], typer.Option(help=DROP_HELP)] = [],  # noqa: B006
     asr: Annotated[str | None, typer.Option(help="whisper (ours) or source (annotations); default ours")] = None,
     fmt: Annotated[str, typer.Option("--format", help="openai, gemini, hf or neutral")] = "openai",
     coord_order: Annotated[str, typer.Option(help="xy or yx")] = "xy",
     media_mode: Annotated[str, typer.Option("--media", help="path or data (inline base64)")] = "path",
 ) -> None:
     """Write the rendered request of every clip under one input stack."""
-    from avstack.messages import render
-    from avstack.run import RunSettings, requests_for
+    from avstack.tasks.ecog.export import write_stacks
 
-    stack = _stack(variant, drop)
-    reqs = requests_for(prepared, stack, RunSettings(coord_order=coord_order, asr_source=asr))
-    with open(out, "w", encoding="utf-8") as fh:
-        for rec, req in reqs:
-            line = {
-                "clip_id": rec["clip_id"],
-                "stack": stack.name,
-                "anchors": sorted(stack.anchors),
-                "format": fmt,
-                "request": render(req, fmt, media_mode),
-            }
-            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
-    typer.echo(f"wrote {len(reqs)} requests ({stack.name}, {fmt}) to {out}")
+    stack, options = _ecog_inputs(variant, drop, asr, coord_order)
+    with user_errors():
+        n = write_stacks(prepared, out, stack, options, fmt, media_mode)
+    typer.echo(f"wrote {n} requests ({stack.name}, {fmt}) to {out}")
 
 
 @app.command("export")
@@ -263,29 +260,18 @@ def export_cmd(
     to: Annotated[str, typer.Option("--to", help="openai-batch, jsonl or hf")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder")],
     variant: Annotated[str, typer.Option(help="full, video or text")] = "full",
-    drop: Annotated[list[str], typer.Option(help="Anchor to drop: frame_ts, word_ts, asr, frames")] = [],  # noqa: B006
+    drop: Annotated[list[str], typer.Option(help=DROP_HELP)] = [],  # noqa: B006
     asr: Annotated[str | None, typer.Option(help="whisper or source")] = None,
     coord_order: Annotated[str, typer.Option(help="xy or yx")] = "xy",
     model: Annotated[str, typer.Option(help="Model named in openai-batch request bodies")] = "gpt-4o",
 ) -> None:
     """Precomputed inputs for other harnesses (see README: loading snippets)."""
-    from avstack.export import export
-    from avstack.run import RunSettings
+    from avstack.tasks.ecog.export import export
 
-    stack = _stack(variant, drop)
-    try:
-        path = export(prepared, out, to, stack, RunSettings(coord_order=coord_order, asr_source=asr), model)
-    except (ValueError, ImportError, FileNotFoundError) as exc:
-        fail(str(exc))
-        return
+    stack, options = _ecog_inputs(variant, drop, asr, coord_order)
+    with user_errors():
+        path = export(prepared, out, to, stack, options, model)
     typer.echo(f"wrote {path} ({stack.name})")
-
-
-def _backend_options(base_url: str | None, temperature: float, max_tokens: int, timeout: float) -> dict[str, Any]:
-    opts: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "timeout": timeout}
-    if base_url:
-        opts["base_url"] = base_url
-    return opts
 
 
 @app.command("run")
@@ -309,69 +295,40 @@ def run_cmd(
     concurrency: Annotated[int, typer.Option(help="Requests in flight")] = 4,
     retries: Annotated[int, typer.Option(help="Retries on 429/5xx/timeouts")] = 5,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server (or OPENAI_BASE_URL)")] = None,
-    temperature: Annotated[float, typer.Option()] = 0.0,
-    max_tokens: Annotated[int, typer.Option()] = 2048,
-    timeout: Annotated[float, typer.Option(help="Seconds per request")] = 120.0,
+    temperature: Annotated[float, typer.Option()] = _defaults()["temperature"],
+    max_tokens: Annotated[int, typer.Option()] = _defaults()["max_tokens"],
+    timeout: Annotated[float, typer.Option(help="Seconds per request")] = _defaults()["timeout"],
 ) -> None:
     """Run a model over prepared clips (ecog) or bundles (egogap); resumable; then score."""
     from avstack.run import RunSettings
-    from avstack.runners import make_backend
+    from avstack.tasks import RunJob, get_task
 
-    try:
-        backend = make_backend(model, **_backend_options(base_url, temperature, max_tokens, timeout))
-    except (ValueError, ImportError) as exc:
-        fail(str(exc))
-        return
-    settings = RunSettings(concurrency=concurrency, retries=retries, coord_order=coord_order, asr_source=asr)
-    if task == "egogap":
-        if bundles is None:
-            fail("--task egogap needs --bundles B.jsonl (and --images DIR unless --variant text)")
-            return
-        _run_egogap(bundles, images, backend, model, out, settings, style, variant, options, shuffle_seed, max_side)
-        return
-    if task != "ecog":
-        fail(f"--task must be ecog or egogap; found {task!r}")
-    if prepared is None:
-        fail("--task ecog needs the PREPARED folder argument")
-        return
-    from avstack.report import summary_table
-    from avstack.run import run, score_run
-
-    stack = _stack(variant, drop)
-    run(prepared, backend, stack, out, settings, backend_id=model, progress=progress)
-    typer.echo(summary_table(score_run(prepared, out)))
-
-
-def _run_egogap(
-    bundles: Path,
-    images: Path | None,
-    backend: Any,
-    model: str,
-    out: Path,
-    settings: Any,
-    style: str,
-    variant: str,
-    options: str,
-    shuffle_seed: int | None,
-    max_side: int,
-) -> None:
-    from avstack.report import markdown_table
-    from avstack.tasks.egogap import EgoGapDataError
-    from avstack.tasks.egogap.report import score_rows
-    from avstack.tasks.egogap.runs import run_egogap, score_egogap_run
-    from avstack.tasks.egogap.stack import EgoGapStack
-
-    try:
-        stack = EgoGapStack(style, "image" if variant == "full" else variant, options, shuffle_seed, max_side)
-        run_egogap(bundles, backend, stack, out, images, settings, model, progress=progress)
-    except (ValueError, EgoGapDataError, OSError) as exc:
-        fail(str(exc))
-        return
-    result = score_egogap_run(out)
-    typer.echo(markdown_table(*score_rows([(model, stack.name, result)])))
-    failed = [i for i in result["items"] if i["error"] and i["error"].startswith("input")]
-    if failed:
-        typer.echo(f"{len(failed)} items had input errors (see predictions.jsonl), e.g. {failed[0]['error']}", err=True)
+    args = {
+        "prepared": prepared,
+        "variant": variant,
+        "drop": drop,
+        "asr": asr,
+        "coord_order": coord_order,
+        "bundles": bundles,
+        "images": images,
+        "style": style,
+        "options": options,
+        "shuffle_seed": shuffle_seed,
+        "max_side": max_side,
+    }
+    with user_errors():
+        job = RunJob(
+            model,
+            out,
+            RunSettings(concurrency=concurrency, retries=retries),
+            _backend_options(base_url, temperature, max_tokens, timeout),
+            args,
+            progress,
+        )
+        outcome = get_task(task).run(job)
+    _print(outcome)
+    if outcome.failed:
+        raise typer.Exit(1)
 
 
 @egogap_app.command("prompts")
@@ -382,17 +339,12 @@ def egogap_prompts(
     shuffle_seed: Annotated[int | None, typer.Option(help="Shuffle and re-letter options (key follows)")] = None,
 ) -> None:
     """Print one JSON line per item: uid, image, prompt, correct_letter."""
-    from avstack.tasks.egogap import EgoGapDataError, build_prompt, load_bundles
-    from avstack.tasks.egogap.stack import EgoGapStack, present
+    from avstack.tasks.egogap.stack import EgoGapStack, prompt_lines
 
-    try:
-        items = present(load_bundles(bundles), EgoGapStack(style, "image", options, shuffle_seed))
-    except (ValueError, EgoGapDataError, OSError) as exc:
-        fail(str(exc))
-        return
-    for item in items:
-        line = {"uid": item.uid, "image": item.file_name, "prompt": build_prompt(item, style)}
-        typer.echo(json.dumps(line | {"correct_letter": item.correct_letter}, ensure_ascii=False))
+    with user_errors():
+        lines = prompt_lines(bundles, EgoGapStack(style, "image", options, shuffle_seed))
+    for line in lines:
+        typer.echo(json.dumps(line, ensure_ascii=False))
 
 
 @egogap_app.command("export")
@@ -407,18 +359,12 @@ def egogap_export(
     rationales: Annotated[Path | None, typer.Option(help="JSONL of {uid, rationale} for the answers")] = None,
 ) -> None:
     """Write fine-tuning data with an image-level train/test split."""
-    from avstack.tasks.egogap import EgoGapDataError, load_bundles
-    from avstack.tasks.egogap.export import export_ms_swift, load_rationales
+    from avstack.tasks.egogap.export import export_bundles
 
     if to != "ms-swift":
         fail(f"--to must be ms-swift; found {to!r}")
-    try:
-        res = export_ms_swift(
-            load_bundles(bundles), out, images, style, test_fraction, seed, load_rationales(rationales)
-        )
-    except (ValueError, EgoGapDataError, OSError) as exc:
-        fail(str(exc))
-        return
+    with user_errors():
+        res = export_bundles(bundles, out, images, style, test_fraction, seed, rationales)
     typer.echo(f"wrote {res['train']} train and {res['test']} test items to {out}")
     for problem in res["problems"]:
         typer.echo(f"  SKIPPED {problem}", err=True)
@@ -437,25 +383,22 @@ def ablate(
     base_url: Annotated[str | None, typer.Option()] = None,
 ) -> None:
     """Run full and each --drop (and --variants), score each, write the Δ table and report."""
-    from avstack.ablate import ablate as run_ablate
     from avstack.run import RunSettings
+    from avstack.tasks.ecog.ablate import ablate as run_ablate
 
-    try:
-        path = run_ablate(
+    d = _defaults()
+    with user_errors():
+        report = run_ablate(
             prepared,
             model,
             out,
             drop,
             [v for v in variants.split(",") if v],
             RunSettings(concurrency=concurrency),
-            _backend_options(base_url, 0.0, 2048, 120.0),
+            _backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
         )
-    except (ValueError, ImportError, FileNotFoundError) as exc:
-        fail(str(exc))
-        return
-    text = path.read_text(encoding="utf-8")
-    typer.echo(text.split("## Failure")[0])
-    typer.echo(f"full report: {path}")
+    typer.echo(report.summary)
+    typer.echo(f"full report: {report.path}")
 
 
 @app.command()
@@ -464,23 +407,16 @@ def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="Report folder")] = Path("report"),
 ) -> None:
     """EcoG: Δ table, bottlenecks, calibration, size/scene/language. EgoGap: scores with CIs, rank agreement."""
-    tasks = {json.loads((r / "run.json").read_text()).get("task", "ecog") for r in runs}
-    if len(tasks) > 1:
-        fail(f"runs of one task per report; found {', '.join(sorted(tasks))}")
-    if tasks == {"egogap"}:
-        from avstack.tasks.egogap.report import load_egogap_run, write_egogap_report
-        from avstack.tasks.egogap.runs import score_egogap_run
+    from avstack.io import read_json_file
+    from avstack.tasks import task_of_run
 
-        for r in runs:
-            score_egogap_run(r)
-        typer.echo(write_egogap_report([load_egogap_run(r) for r in runs], out).split("## Published")[0])
-    else:
-        from avstack.ablate import load_run
-        from avstack.report import write_report
-
-        text = write_report([load_run(r) for r in runs], out)
-        typer.echo(text.split("## Failure")[0])
-    typer.echo(f"report: {out / 'report.md'}")
+    with user_errors():
+        tasks = {task_of_run(read_json_file(r / "run.json", dict)).name for r in runs}
+        if len(tasks) > 1:
+            fail(f"runs of one task per report; found {', '.join(sorted(tasks))}")
+        written = task_of_run({"task": tasks.pop()}).report(runs, out)
+    typer.echo(written.summary)
+    typer.echo(f"report: {written.path}")
 
 
 def main() -> None:
@@ -489,3 +425,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+

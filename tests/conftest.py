@@ -16,6 +16,13 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
+def _layouts() -> list:
+    from avstack.tasks import all_layouts
+
+    return all_layouts()
+
+
+LAYOUTS = _layouts()  # the registered tasks' folder layouts (EcoG's 指令N), as the CLI passes them
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 
 
@@ -30,6 +37,13 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from avstack.prepare import PrepareSettings, prepare
 
     out = tmp_path_factory.mktemp("prepared")
-    report = prepare(SAMPLES, out, PrepareSettings(), workers=1)
+    report = prepare(SAMPLES, out, PrepareSettings(), workers=1, layouts=LAYOUTS)
     assert not report.failed, report.failed
     return out
+
+
+def manifest_dicts(prepared: Path) -> list[dict]:
+    """The manifest's records as the JSON objects they are written as."""
+    from avstack.manifest import load_manifest
+
+    return [r.to_json() for r in load_manifest(prepared)]

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from conftest import needs_espeak
+from conftest import LAYOUTS, needs_espeak
 
 from avstack import asr, synth
 from avstack.asr import AsrSettings, Word
@@ -86,9 +86,9 @@ def test_prepare_rerun_does_not_rerun_whisper(sample_root, tmp_path, monkeypatch
     import shutil
 
     shutil.copytree(sample_root / "指令3", root / "指令3")
-    prepare(root, tmp_path / "o", PrepareSettings(), workers=1)
+    prepare(root, tmp_path / "o", PrepareSettings(), workers=1, layouts=LAYOUTS)
     assert calls == [1]
-    prepare(root, tmp_path / "o", PrepareSettings(), workers=1)
+    prepare(root, tmp_path / "o", PrepareSettings(), workers=1, layouts=LAYOUTS)
     assert calls == [1]
 
 
@@ -143,7 +143,9 @@ def test_prepare_asr_across_clips_fills_and_caches(sample_root, tmp_path, monkey
     gets its transcript, the silent level-1 clip gets none, and a rerun takes all from the cache."""
     import shutil
 
-    from avstack.prepare import PrepareSettings, load_manifest, prepare
+    from conftest import manifest_dicts
+
+    from avstack.prepare import PrepareSettings, prepare
 
     root = tmp_path / "d"
     for folder in ("指令1", "指令3"):
@@ -152,14 +154,14 @@ def test_prepare_asr_across_clips_fills_and_caches(sample_root, tmp_path, monkey
     calls = []
     real = getattr(asr, fn)
     monkeypatch.setattr(asr, fn, lambda clips, *a, **k: calls.append(len(clips)) or real(clips, *a, **k))
-    report = prepare(root, tmp_path / "o", settings, workers=1)
-    with_audio = sum(bool(r["audio"]) for r in report.records)
+    report = prepare(root, tmp_path / "o", settings, workers=1, layouts=LAYOUTS)
+    with_audio = sum(bool(r["audio"]) for r in [r.to_json() for r in report.records])
     assert not report.failed and sum(calls) == with_audio and with_audio >= 2
-    recs = {r["clip_id"]: r for r in load_manifest(tmp_path / "o")}
+    recs = {r["clip_id"]: r for r in manifest_dicts(tmp_path / "o")}
     for cid, rec in recs.items():
         words = rec["asr"]["words"]
         assert (words == []) if cid.startswith("指令1") else any(w["text"].lower() == "this" for w in words), rec["asr"]
-    prepare(root, tmp_path / "o", settings, workers=1)
+    prepare(root, tmp_path / "o", settings, workers=1, layouts=LAYOUTS)
     assert sum(calls) == with_audio
 
 
@@ -173,9 +175,11 @@ def test_packed_clips_get_their_own_words_back():
     clips = [cases[0].audio, cases[1].audio, synth.noise(3.0, level=0.01, seed=2), cases[2].audio, cases[3].audio]
     settings = AsrSettings(model="tiny.en", language="en")
     calls = []
-    real = asr._transcribe_words
+    from avstack.asr import packing
+
+    real = packing._transcribe_words
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(asr, "_transcribe_words", lambda *a, **k: calls.append(1) or real(*a, **k))
+        mp.setattr(packing, "_transcribe_words", lambda *a, **k: calls.append(1) or real(*a, **k))
         out = asr.transcribe_packed(clips, settings)
     assert len(calls) == 1 and len(out) == 5
     assert out[2].words == ()

@@ -11,7 +11,7 @@ from fake_http import JsonHandler
 from typer.testing import CliRunner
 
 from avstack.run import RunSettings
-from avstack.runners import make_backend
+from avstack.tasks import backend_for
 from avstack.tasks.egogap import EgoGapDataError, build_prompt, load_bundles, parse_letter, score, spearman
 from avstack.tasks.egogap.export import export_ms_swift
 from avstack.tasks.egogap.prompt import EXCLUSION_RULE, drop_off_vantage, shuffled, swap_motor
@@ -182,7 +182,7 @@ def test_runs_oracle_chance_text_and_image_ablations(tmp_path):
     bundles, images = _bundles(tmp_path / "b.jsonl"), _images(tmp_path / "img")
     (images / "000000000003.jpg").unlink()  # one missing image: its two items fail, others go on
     out = tmp_path / "oracle"
-    run_egogap(bundles, make_backend("oracle"), EgoGapStack(shuffle_seed=3), out, images)
+    run_egogap(bundles, backend_for("egogap", "oracle"), EgoGapStack(shuffle_seed=3), out, images)
     res = score_egogap_run(out)
     assert res["groups"]["overall"]["correct"] == 6 and res["counts"]["items"] == 8
     assert res["counts"]["failed"] == 2 and res["counts"]["unparsed"] == 0
@@ -190,7 +190,7 @@ def test_runs_oracle_chance_text_and_image_ablations(tmp_path):
     assert sum(bool(e) for e in errors) == 2 and all("000000000003.jpg" in e for e in errors if e)
 
     vflip = tmp_path / "vflip"
-    run_egogap(bundles, make_backend("chance"), EgoGapStack(image="vflip"), vflip, images)
+    run_egogap(bundles, backend_for("egogap", "chance"), EgoGapStack(image="vflip"), vflip, images)
     flipped = cv2.imread(str(next((vflip / "images" / "vflip").glob("*.jpg"))))
     assert flipped[-5, 40, 2] > 200 and flipped[5, 40, 2] < 60  # the red band is now at the bottom
     assert flipped[30, 2, 0] > 200  # a vertical flip keeps the blue left edge
@@ -198,7 +198,7 @@ def test_runs_oracle_chance_text_and_image_ablations(tmp_path):
     assert chance["counts"]["unparsed"] == 0 and 0 < chance["groups"]["overall"]["correct"] < 6
 
     text = tmp_path / "text"
-    run_egogap(bundles, make_backend("oracle"), EgoGapStack(image="text"), text, None)
+    run_egogap(bundles, backend_for("egogap", "oracle"), EgoGapStack(image="text"), text, None)
     assert score_egogap_run(text)["groups"]["overall"]["accuracy"] == 1.0  # no image needed, none missing
 
 
@@ -223,7 +223,7 @@ def test_openai_backend_on_egogap_and_report(tmp_path, monkeypatch):
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-egogap-SECRET")
     try:
-        backend = make_backend("openai:m", base_url=f"http://127.0.0.1:{httpd.server_port}/v1")
+        backend = backend_for("egogap", "openai:m", base_url=f"http://127.0.0.1:{httpd.server_port}/v1")
         out = tmp_path / "run"
         run_egogap(bundles, backend, EgoGapStack(style="egoplan"), out, images, RunSettings(concurrency=2))
     finally:
@@ -258,7 +258,7 @@ def test_openai_backend_on_egogap_and_report(tmp_path, monkeypatch):
         "| default-image | egoplan-image | 2 | 1.00 |" in text or "| egoplan-image | default-image | 2 | 1.00 |" in text
     )
     assert (tmp_path / "rep" / "accuracy.png").stat().st_size > 1000 and (tmp_path / "rep" / "scores.csv").is_file()
-    again = write_egogap_report([load_egogap_run(r) for r in runs], tmp_path / "rep2")
+    again = write_egogap_report([load_egogap_run(r) for r in runs], tmp_path / "rep2").text
     assert (
         again == text
         and (tmp_path / "rep2" / "accuracy.png").read_bytes() == (tmp_path / "rep" / "accuracy.png").read_bytes()

@@ -4,9 +4,8 @@ from pathlib import Path
 
 import pytest
 from avstack_cli.app import app
+from conftest import manifest_dicts
 from typer.testing import CliRunner
-
-from avstack.prepare import load_manifest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -27,7 +26,7 @@ def test_exports_load_with_the_readme_snippet(prepared, tmp_path):
     exec(_loader_block().replace('EXPORT = "out/export"', f"EXPORT = {str(out)!r}"), scope)
     assert scope["first_frame"].size[0] > 0
     # the parquet rows carry the same true pts as the manifest, frames in time order
-    records = {r["clip_id"]: r for r in load_manifest(prepared)}
+    records = {r["clip_id"]: r for r in manifest_dicts(prepared)}
     for row in scope["ds"]:
         want = [f["pts_ms"] for f in records[row["id"]]["frames"]]
         assert row["image_pts_ms"] == want and len(row["images"]) == len(want)

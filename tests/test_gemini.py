@@ -9,9 +9,10 @@ from http.server import ThreadingHTTPServer
 import pytest
 from fake_http import JsonHandler
 
-from avstack.run import RunSettings, run, score_run
+from avstack.run import RunSettings
 from avstack.runners import make_backend
 from avstack.stacks import make_stack
+from avstack.tasks.ecog.runs import run, score_run
 
 pytest.importorskip("google.genai", reason="the gemini back-end needs avstack[gemini]")
 SECRET = "gm-SECRET-key-never-written"
@@ -90,11 +91,12 @@ class FakeGemini(JsonHandler):
 
 @pytest.fixture()
 def gemini_server(prepared, monkeypatch):
-    from avstack.prepare import load_manifest
-    from avstack.runners.baselines import Oracle
+    from conftest import manifest_dicts
+
+    from avstack.tasks.ecog.baselines import Oracle
 
     FakeGemini.answers, FakeGemini.by_sha = {}, {}
-    for rec in load_manifest(prepared):
+    for rec in manifest_dicts(prepared):
         FakeGemini.by_sha[rec["sha256"]] = rec["clip_id"]
         truth = {"eval_gt": rec["eval_gt"], "width": rec["width"], "height": rec["height"]}
         FakeGemini.answers[rec["clip_id"]] = Oracle().answer(None, truth).text

@@ -4,7 +4,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from avstack import media, synth
+from avstack import images, media, synth
 
 
 def _clip(tmp_path, name, **kw):
@@ -119,7 +119,7 @@ def test_corrupt_and_empty_files_raise_media_error_naming_the_file(tmp_path):
 def test_jpeg_max_side(tmp_path):
     img = synth.draw_frame(5, 640, 360)
     out = tmp_path / "f.jpg"
-    media.write_jpeg(out, img, quality=95, max_side=320)
+    images.write_jpeg(out, img, quality=95, max_side=320)
     import cv2
 
     back = cv2.imread(str(out))

@@ -8,11 +8,12 @@ from avstack_cli.app import app
 from fake_http import JsonHandler
 from typer.testing import CliRunner
 
-from avstack.ablate import ablate, load_run
-from avstack.report import write_report
-from avstack.run import RunSettings, run, score_run
-from avstack.runners import make_backend
+from avstack.run import RunSettings
 from avstack.stacks import make_stack
+from avstack.tasks import backend_for
+from avstack.tasks.ecog.ablate import ablate
+from avstack.tasks.ecog.report import write_report
+from avstack.tasks.ecog.runs import load_run, run, score_run
 
 SECRET = "sk-test-SECRET-do-not-leak-123"
 
@@ -20,7 +21,7 @@ SECRET = "sk-test-SECRET-do-not-leak-123"
 def test_oracle_scores_100_on_every_variant(prepared, tmp_path):
     for variant, drop in [("full", []), ("full", ["frame_ts"]), ("full", ["word_ts"]), ("video", []), ("text", [])]:
         out = tmp_path / f"{variant}-{'-'.join(drop)}"
-        run(prepared, make_backend("oracle"), make_stack(variant, drop), out)
+        run(prepared, backend_for("ecog", "oracle"), make_stack(variant, drop), out)
         res = score_run(prepared, out)
         assert res["overall"]["acc_seq"] == 1.0 and res["counts"]["clips"] == 7, (variant, drop, res["per_clip"])
 
@@ -103,15 +104,15 @@ class FaultyOpenAI(JsonHandler):
 
 @pytest.fixture()
 def server(prepared):
-    from avstack.prepare import load_manifest
-    from avstack.runners.baselines import Oracle
+    from avstack.manifest import load_manifest
+    from avstack.tasks.ecog.baselines import Oracle
 
     ORACLE_TEXT.clear()
     for rec in load_manifest(prepared):
-        truth = {"eval_gt": rec["eval_gt"], "width": rec["width"], "height": rec["height"]}
-        ORACLE_TEXT[rec["clip_id"]] = {
+        truth = {"eval_gt": rec.eval_gt, "width": rec.width, "height": rec.height}
+        ORACLE_TEXT[rec.clip_id] = {
             "text": "```json\n" + Oracle().answer(None, truth).text + "\n```",
-            "marker": rec["clip_id"],
+            "marker": rec.clip_id,
         }
     FaultyOpenAI.calls, FaultyOpenAI.seen_auth = {}, []
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), FaultyOpenAI)
@@ -124,12 +125,12 @@ def _with_markers(prepared, tmp_path):
     """A copy of the manifest whose instruction carries the clip id, so the server knows the clip."""
     import shutil
 
-    from avstack.prepare import load_manifest
+    from avstack.manifest import load_manifest
 
     dst = tmp_path / "prep"
     shutil.copytree(prepared, dst)
     lines = []
-    for rec in load_manifest(prepared):
+    for rec in (r.to_json() for r in load_manifest(prepared)):
         rec["asr"] = dict(rec["asr"] or {}, text=f"say {rec['clip_id']}")
         rec["task_template"] = "指令2" if rec["task_template"] == "指令1" else rec["task_template"]
         lines.append(json.dumps(rec, ensure_ascii=False))
@@ -149,7 +150,7 @@ def test_fault_injecting_server_one_final_answer_each_and_no_key_leak(prepared, 
         clips[5]: ["prose"],
     }
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    backend = make_backend("openai:test-model", base_url=server, timeout=0.5)
+    backend = backend_for("ecog", "openai:test-model", base_url=server, timeout=0.5)
     out = tmp_path / "run"
     run(prep, backend, make_stack("full"), out, RunSettings(concurrency=3, retries=3, backoff_s=0.01))
     preds = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
@@ -169,7 +170,7 @@ def test_fault_injecting_server_one_final_answer_each_and_no_key_leak(prepared, 
 def test_killed_run_resumes_to_the_same_predictions(prepared, server, tmp_path):
     prep = _with_markers(prepared, tmp_path)
     FaultyOpenAI.faults = {}
-    backend = make_backend("openai:m", base_url=server)
+    backend = backend_for("ecog", "openai:m", base_url=server)
     full = tmp_path / "full"
     run(prep, backend, make_stack("full"), full, RunSettings(concurrency=2))
     part = tmp_path / "part"

@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from avstack.manifest import ClipRecord
 from avstack.messages import Image, Text, Video, render, to_gemini, to_hf, to_openai
 from avstack.stacks import make_stack
-from avstack.tasks.ecog.prompt import build_request
+from avstack.tasks.ecog.prompt import EcogOptions, build_request
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("AVSTACK_UPDATE_SNAPSHOTS") == "1"  # set to 1 to accept a deliberate prompt change
@@ -45,7 +46,7 @@ STACKS = {
 
 def _req(name, record=RECORD):
     variant, drop = STACKS[name]
-    return build_request(record, make_stack(variant, drop), "/prep", data_root="/data")
+    return build_request(ClipRecord.from_json(record), make_stack(variant, drop), "/prep", data_root="/data")
 
 
 def _flat(req):
@@ -118,7 +119,7 @@ def test_english_and_chinese_share_structure():
 
 def test_asr_source_choice():
     rec = dict(RECORD)
-    src = build_request(rec, make_stack("full"), "/p", asr_source="source")
+    src = build_request(ClipRecord.from_json(rec), make_stack("full"), "/p", EcogOptions(asr_source="source"))
     assert '"words": []' in src.parts[0].text
 
 
@@ -127,7 +128,7 @@ def test_renderers_only_format(tmp_path):
     img.mkdir(parents=True)
     for f in RECORD["frames"]:
         (tmp_path / f["path"]).write_bytes(b"\xff\xd8fakejpeg")
-    req = build_request(RECORD, make_stack("full"), str(tmp_path))
+    req = build_request(ClipRecord.from_json(RECORD), make_stack("full"), str(tmp_path))
     oa = to_openai(req)
     content = oa[1]["content"]
     assert oa[0] == {"role": "system", "content": req.system}

@@ -10,19 +10,17 @@ from __future__ import annotations
 import bisect
 import math
 import os
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import av
-import cv2
 import numpy as np
 
 AUDIO_RATE = 16_000
+DEFAULT_MAX_PIXELS = 7680 * 4320  # 8K UHD: what one decoded frame may cost (about 100 MB as RGB)
 THREAD_TYPES = ("AUTO", "FRAME", "SLICE", "NONE")
 
 
@@ -242,14 +240,6 @@ SELECTIVE_CODECS = ("h264", "hevc")  # decoders whose skip_frame=NONREF drops ex
 
 
 @dataclass(frozen=True)
-class Decoding:
-    """First item of iter_frames: the clip's facts and which decoding runs (and why)."""
-
-    info: ClipInfo
-    path: str
-
-
-@dataclass(frozen=True)
 class Plan:
     """Which frames (by pts) must come out, and how they will be decoded."""
 
@@ -271,6 +261,7 @@ class Sampling:
     thread_type: str = "AUTO"
     threads: int = 0  # decoder threads; 0: one per core
     decode: str = "auto"  # auto | selective | sequential
+    max_pixels: int | None = DEFAULT_MAX_PIXELS  # refuse frames larger than this (None: no bound)
 
     def targets(self, info: ClipInfo) -> list[Fraction]:
         if self.times_ms is not None:
@@ -305,9 +296,26 @@ def plan_frames(
     return Plan(targets, needed, path, reason)
 
 
+def check_pixels(info: ClipInfo, max_pixels: int | None) -> None:
+    """Refuse a clip whose frames would cost more than `max_pixels` each, before any is decoded."""
+    if max_pixels and info.coded_width * info.coded_height > max_pixels:
+        raise MediaError(
+            f"{info.path}: frames of {info.coded_width}x{info.coded_height} px exceed the limit of "
+            f"{max_pixels} px (--max-pixels; --max-side shrinks frames but the decoder still makes them whole)"
+        )
+
+
 def _frame(index: int, rel: Fraction, frame: av.VideoFrame, rotation: int, max_side: int | None, fmt: str) -> Frame:
-    image = resize_max_side(upright(frame.to_ndarray(format=fmt), rotation), max_side)
-    return Frame(index=index, pts_ms=ms(rel), image=image)
+    """The frame as an upright array; with max_side, scaled by the decoder's scaler first, so no
+    full-size array is ever made."""
+    w, h = frame.width, frame.height
+    if max_side and max(w, h) > max_side:
+        scale = max_side / max(w, h)
+        size = {"width": max(1, round(w * scale)), "height": max(1, round(h * scale))}
+        image = frame.reformat(**size, format=fmt, interpolation="AREA").to_ndarray()
+    else:
+        image = frame.to_ndarray(format=fmt)
+    return Frame(index=index, pts_ms=ms(rel), image=upright(image, rotation))
 
 
 def _decode_selective(
@@ -356,57 +364,107 @@ def _decode_sequential(
     yield prev  # shown at every remaining target, and the last frame
 
 
-def iter_frames(
-    path: str | os.PathLike[str],
-    sampling: Sampling = Sampling(),
-    info: ClipInfo | None = None,
-    pixel_format: str = "rgb24",
-    stats: dict[str, int] | None = None,
-) -> Iterator[Decoding | Frame]:
+class SelectiveDecodeError(MediaError):
+    """A selective plan that did not deliver every planned frame (the sequential pass will)."""
+
+
+class FrameReader:
     """Frames shown at the target times and the exact last frame, each once, in time order.
 
-    Yields first a Decoding (clip info; "selective: ..." or "sequential: ..."), then the
-    frames as soon as they are decoded, so a caller that writes and drops them holds only a
-    few at a time. `pixel_format="bgr24"` suits OpenCV writers. `stats` gets `decoded`
-    (frames the decoder produced) and `frames` (frames in the stream).
+    Opening it reads the clip's facts (`info`) and plans the decoding (`decode_path`:
+    "selective: ..." or "sequential: ..."); iterating yields Frames as soon as they are decoded,
+    so a caller that writes and drops them holds only a few at a time. `pixel_format="bgr24"`
+    suits OpenCV writers. `decoded` counts frames the decoder produced, `frame_count` the
+    frames in the stream. Use it as a context manager, or call close().
     """
-    stats = {} if stats is None else stats
-    stats["decoded"] = 0
-    with open_video(path) as container:
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        sampling: Sampling = Sampling(),
+        info: ClipInfo | None = None,
+        pixel_format: str = "rgb24",
+    ):
+        self.path, self.sampling, self.pixel_format = str(path), sampling, pixel_format
+        self.decoded = 0
+        self._cm = open_video(path)
+        self._container = self._cm.__enter__()
+        try:
+            self._plan(info)
+        except BaseException:
+            self.close()
+            raise
+
+    def _plan(self, info: ClipInfo | None) -> None:
+        container, s = self._container, self.sampling
         stream = container.streams.video[0]
-        _configure_threads(stream, sampling.thread_type, sampling.threads)
-        tb = stream.time_base or Fraction(1, 90_000)
+        _configure_threads(stream, s.thread_type, s.threads)
+        self._tb = stream.time_base or Fraction(1, 90_000)
         if info is None:
-            info, scan = _describe(container, path)
+            info, scan = _describe(container, self.path)
         else:
             scan = scan_packets(container)
         if not scan.pts:
-            raise MediaError(f"{path}: no video frames (zero-length or unreadable clip)")
-        stats["frames"] = len(scan.pts)
-        start = _stream_start(stream)
-        origin = scan.pts[0] if start is None else start
-        plan = plan_frames(scan, origin, tb, sampling.targets(info), info.video_codec, sampling.decode)
+            raise MediaError(f"{self.path}: no video frames (zero-length or unreadable clip)")
+        check_pixels(info, s.max_pixels)
+        self.info, self.frame_count = info, len(scan.pts)
+        self._start = _stream_start(stream)
+        self._origin = scan.pts[0] if self._start is None else self._start
+        self.plan = plan_frames(scan, self._origin, self._tb, s.targets(info), info.video_codec, s.decode)
+        self.decode_path = f"{self.plan.path}: {self.plan.reason}"
         container.seek(0)
-        if plan.path == "selective":
-            source = _decode_selective(container, plan, origin, tb, stats)
-        else:
-            source = _decode_sequential(container, plan, start, tb, str(path), stats)
-        yield Decoding(info, f"{plan.path}: {plan.reason}")
+
+    def __enter__(self) -> FrameReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._cm.__exit__(None, None, None)
+
+    def _source(self, stats: dict[str, int]) -> Iterator[tuple[int, Fraction, av.VideoFrame]]:
+        if self.plan.path == "selective":
+            return _decode_selective(self._container, self.plan, self._origin, self._tb, stats)
+        return _decode_sequential(self._container, self.plan, self._start, self._tb, self.path, stats)
+
+    def __iter__(self) -> Iterator[Frame]:
+        stats = {"decoded": 0}
         seen: set[int] = set()
         index = -1
         try:
-            for index, rel, frame in source:
+            for index, rel, frame in self._source(stats):
+                self.decoded = stats["decoded"]
                 if index not in seen:
                     seen.add(index)
-                    yield _frame(index, rel, frame, info.rotation, sampling.max_side, pixel_format)
+                    yield _frame(index, rel, frame, self.info.rotation, self.sampling.max_side, self.pixel_format)
         except av.FFmpegError as exc:
             raise MediaError(
-                f"{path}: decoding failed after frame {index} ({exc}); clip is corrupt or truncated"
+                f"{self.path}: decoding failed after frame {index} ({exc}); clip is corrupt or truncated"
                 if seen
-                else f"{path}: decoding failed before the first frame ({exc})"
+                else f"{self.path}: decoding failed before the first frame ({exc})"
             ) from exc
-        if plan.path == "selective" and len(seen) != len(plan.needed):
-            raise MediaError(f"{path}: selective decode returned {len(seen)} of {len(plan.needed)} planned frames")
+        self.decoded = stats["decoded"]
+        if self.plan.path == "selective" and len(seen) != len(self.plan.needed):
+            raise SelectiveDecodeError(
+                f"{self.path}: selective decode returned {len(seen)} of {len(self.plan.needed)} planned frames"
+            )
+
+
+T = TypeVar("T")
+
+
+def with_fallback(decode: Callable[[Sampling], T], sampling: Sampling) -> tuple[T, str | None]:
+    """Run `decode` with the sampling asked for; when a selective plan fails to deliver, run it
+    again sequentially (identical frames). Returns the result and, after a fallback, the
+    decode_path that says so."""
+    try:
+        return decode(sampling), None
+    except SelectiveDecodeError as exc:
+        if sampling.decode == "sequential":
+            raise
+        note = f"sequential: fallback after a failed selective plan ({exc})"
+        return decode(replace(sampling, decode="sequential")), note
 
 
 def sample_frames(path: str | os.PathLike[str], info: ClipInfo | None = None, **sampling: Any) -> Sample:
@@ -415,20 +473,14 @@ def sample_frames(path: str | os.PathLike[str], info: ClipInfo | None = None, **
     falls back to the sequential pass, and says so in decode_path."""
     if sampling.get("times_ms") is not None:
         sampling["times_ms"] = tuple(sampling["times_ms"])
-    spec = Sampling(**sampling)
-    stats: dict[str, int] = {}
-    try:
-        items = list(iter_frames(path, spec, info, stats=stats))
-    except MediaError as exc:
-        if spec.decode == "sequential" or "selective" not in str(exc):
-            raise
-        items = list(iter_frames(path, replace(spec, decode="sequential"), info, stats=stats))
-        head = items[0]
-        assert isinstance(head, Decoding)
-        items[0] = Decoding(head.info, f"sequential: fallback after a failed selective plan ({exc})")
-    head, frames = items[0], [f for f in items[1:] if isinstance(f, Frame)]
-    assert isinstance(head, Decoding)
-    return Sample(head.info, frames, frames[-1], head.path, stats["decoded"], stats["frames"])
+
+    def decode(spec: Sampling) -> Sample:
+        with FrameReader(path, spec, info) as reader:
+            frames = list(reader)
+            return Sample(reader.info, frames, frames[-1], reader.decode_path, reader.decoded, reader.frame_count)
+
+    sample, note = with_fallback(decode, Sampling(**sampling))
+    return replace(sample, decode_path=note) if note else sample
 
 
 def all_frame_times(path: str | os.PathLike[str]) -> list[int]:
@@ -468,44 +520,3 @@ def load_audio(path: str | os.PathLike[str], rate: int = AUDIO_RATE) -> np.ndarr
         return np.concatenate(chunks).astype(np.float32, copy=False)
     finally:
         container.close()
-
-
-def resize_max_side(rgb: np.ndarray, max_side: int | None) -> np.ndarray:
-    if not max_side:
-        return rgb
-    h, w = rgb.shape[:2]
-    scale = max_side / max(h, w)
-    if scale >= 1:
-        return rgb
-    size = (max(1, round(w * scale)), max(1, round(h * scale)))
-    return cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
-
-
-def encode_jpeg(image: np.ndarray, quality: int = 90, max_side: int | None = None, order: str = "rgb") -> bytes:
-    """JPEG bytes of an RGB (or, with order="bgr", an OpenCV BGR) image."""
-    image = resize_max_side(image, max_side)
-    bgr = image if order == "bgr" else cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
-    ok, buf = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
-    if not ok:
-        raise MediaError("JPEG encoding failed")
-    return buf.tobytes()
-
-
-def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write via a temp file in the same folder and rename: never a half file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_jpeg(
-    path: str | os.PathLike[str], image: np.ndarray, quality: int = 90, max_side: int | None = None, order: str = "rgb"
-) -> None:
-    atomic_write(path, encode_jpeg(image, quality, max_side, order))

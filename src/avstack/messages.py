@@ -125,6 +125,21 @@ def to_hf(req: Request) -> list[dict[str, Any]]:
     return [{"role": "system", "content": [{"type": "text", "text": req.system}]}, user] if req.system else [user]
 
 
+def flat_prompt(req: Request) -> tuple[str, list[str], list[int | None]]:
+    """User text with `<image>` / `<video>` where the media go, and the image paths and pts in order."""
+    chunks, images, pts = [], [], []
+    for p in req.parts:
+        if isinstance(p, Text):
+            chunks.append(p.text)
+        elif isinstance(p, Image):
+            chunks.append("<image>")
+            images.append(str(req.path_of(p)))
+            pts.append(p.pts_ms)
+        elif isinstance(p, Video):
+            chunks.append("<video>")
+    return "\n".join(chunks), images, pts
+
+
 def render(req: Request, fmt: str, media: str = "path") -> Any:
     if fmt == "neutral":
         return req.to_neutral()

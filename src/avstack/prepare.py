@@ -12,8 +12,9 @@ import hashlib
 import io
 import json
 import os
+import shutil
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
 from multiprocessing import get_context
@@ -23,12 +24,15 @@ from typing import Any
 import soundfile as sf
 
 from . import __version__, media
-from .discover import ClipJob, discover
+from .discover import ClipJob, Layout, discover
+from .images import write_jpeg
+from .io import Progress, atomic_write, read_json, sha256_file, write_json_atomic
+from .manifest import ClipRecord, FrameRef, error_record, write_manifest
+from .media import DEFAULT_MAX_PIXELS
 
 ANCHORS = ("frames", "audio", "asr")
 ASR_MODES = ("auto", "single", "packed", "batched")
 CACHE_VERSION = 1
-Progress = Callable[[Iterable[Any], int], Iterable[Any]]  # wraps an iterable of n items (a progress bar)
 IN_FLIGHT = 3  # frames encoded or waiting on the JPEG writer
 
 
@@ -38,6 +42,7 @@ class PrepareSettings:
     fps: float = 2.0
     max_frames: int | None = None
     max_side: int | None = None
+    max_pixels: int | None = DEFAULT_MAX_PIXELS  # a clip with larger frames is refused (a bound on memory)
     jpeg_quality: int = 90
     thread_type: str = "AUTO"
     decode: str = "auto"  # auto | selective | sequential (frames are identical; speed differs)
@@ -83,47 +88,32 @@ def _key(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _read_json(path: Path) -> Any | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    media.atomic_write(path, (json.dumps(obj, ensure_ascii=False, indent=1) + "\n").encode())
-
-
 # --------------------------------------------------------------------------- stages
 
 
 def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) -> dict[str, Any]:
-    """Sample frames; cached under frames/<key>/ with a JSON index written last."""
+    """Sample frames; cached under frames/<key>/ with a JSON index written last. A clip that
+    fails part-way leaves no frames behind (the folder is removed), so nothing half-done is
+    ever read."""
     key = s.frame_key(video_sha)
     index_path = out / "cache" / "frames" / f"{key}.json"
-    cached = _read_json(index_path)
+    cached = read_json(index_path)
     if cached is not None and all((out / f["path"]).is_file() for f in cached["frames"]):
         return cached | {"cache_hit": True}
+    sampling = media.Sampling(
+        s.fps, s.max_frames, None, s.max_side, s.thread_type, s.threads, s.decode, max_pixels=s.max_pixels
+    )
     try:
-        info, decode_path, frames = _write_frames(job, s, out, key, s.decode)
-    except media.MediaError as exc:
-        if s.decode == "sequential" or "selective" not in str(exc):
-            raise
-        info, decode_path, frames = _write_frames(job, s, out, key, "sequential")
-        decode_path = f"sequential: fallback after a failed selective plan ({exc})"
+        written, note = media.with_fallback(lambda sp: _write_frames(job, sp, s, out, key), sampling)
+    except BaseException:
+        shutil.rmtree(out / "frames" / key, ignore_errors=True)
+        raise
+    info, decode_path, frames = written
     result = {
         "info": asdict(info) | {"path": None},
         "frames": frames,
         "last_frame": frames[-1],
-        "decode_path": decode_path,
+        "decode_path": note or decode_path,
         "thread_type": s.thread_type,
     }
     write_json_atomic(index_path, result)
@@ -131,35 +121,30 @@ def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) ->
 
 
 def _write_frames(
-    job: ClipJob, s: PrepareSettings, out: Path, key: str, decode: str
+    job: ClipJob, sampling: media.Sampling, s: PrepareSettings, out: Path, key: str
 ) -> tuple[media.ClipInfo, str, list[dict[str, Any]]]:
     """Each frame is JPEG-encoded on a writer thread while the decoder goes on (OpenCV releases
     the GIL), at most IN_FLIGHT frames at a time, then dropped: bounded memory."""
     rel_dir = Path("frames") / key
-    info, decode_path, frames = None, "", []
-    sampling = media.Sampling(s.fps, s.max_frames, None, s.max_side, s.thread_type, s.threads, decode)
+    frames = []
     pending: deque[Future[None]] = deque()
-    with ThreadPoolExecutor(1) as writer:
-        for item in media.iter_frames(job.path, sampling, pixel_format="bgr24"):
-            if isinstance(item, media.Decoding):
-                info, decode_path = item.info, item.path
-                continue
-            rel = rel_dir / f"{item.index:06d}.jpg"
-            pending.append(writer.submit(media.write_jpeg, out / rel, item.image, s.jpeg_quality, None, "bgr"))
-            frames.append({"index": item.index, "pts_ms": item.pts_ms, "path": rel.as_posix()})
+    with media.FrameReader(job.path, sampling, pixel_format="bgr24") as reader, ThreadPoolExecutor(1) as writer:
+        for frame in reader:
+            rel = rel_dir / f"{frame.index:06d}.jpg"
+            pending.append(writer.submit(write_jpeg, out / rel, frame.image, s.jpeg_quality, None, "bgr"))
+            frames.append({"index": frame.index, "pts_ms": frame.pts_ms, "path": rel.as_posix()})
             while len(pending) >= IN_FLIGHT:
                 pending.popleft().result()
         for f in pending:
             f.result()
-    assert info is not None
-    return info, decode_path, frames
+        return reader.info, reader.decode_path, frames
 
 
 def audio_stage(job: ClipJob, video_sha: str, out: Path) -> dict[str, Any] | None:
     """16 kHz mono audio as WAV, keyed by the video; None when there is no audio track."""
     rel = Path("audio") / f"{video_sha[:20]}.wav"
     meta_path = out / "cache" / "audio" / f"{video_sha[:20]}.json"
-    cached = _read_json(meta_path)
+    cached = read_json(meta_path)
     if cached is not None and (cached.get("path") is None or (out / rel).is_file()):
         return cached if cached.get("path") else None
     samples = media.load_audio(job.path)
@@ -169,7 +154,7 @@ def audio_stage(job: ClipJob, video_sha: str, out: Path) -> dict[str, Any] | Non
     buf = io.BytesIO()
     sf.write(buf, samples, media.AUDIO_RATE, format="WAV", subtype="FLOAT")
     data = buf.getvalue()
-    media.atomic_write(out / rel, data)
+    atomic_write(out / rel, data)
     meta = {
         "path": rel.as_posix(),
         "sha256": hashlib.sha256(data).hexdigest(),
@@ -183,13 +168,10 @@ def audio_stage(job: ClipJob, video_sha: str, out: Path) -> dict[str, Any] | Non
 def _asr_settings(job: ClipJob, s: PrepareSettings) -> Any:
     from . import asr  # faster-whisper is heavy: import only when ASR is asked for
 
-    lang = job.lang if (s.lang in (None, "auto") and job.lang) else s.lang
-    if lang in (None, "auto") and s.asr_model.endswith(".en"):
-        lang = "en"  # an English-only model: nothing to detect
     return asr.AsrSettings(
         model=s.asr_model,
         device=s.asr_device,
-        language=lang or "auto",
+        language=asr.language_setting(s.lang, job.lang, s.asr_model),
         beam_size=s.asr_beam_size,
         vad=s.asr_vad,
         refine=s.asr_refine,
@@ -210,7 +192,7 @@ def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path
 
     settings = _asr_settings(job, s)
     path = _asr_cache(audio, settings, out)
-    cached = _read_json(path)
+    cached = read_json(path)
     if cached is not None:
         return cached
     samples, _ = sf.read(out / audio["path"], dtype="float32")
@@ -224,34 +206,36 @@ class AsrFeeder:
     ready, wait until a full pack (CPU) or batch (GPU) of one language is there, and are
     transcribed on one background thread (CTranslate2 releases the GIL). Clips are grouped in
     the jobs' order whatever order the workers finish in, so the same folder packs the same way.
-    Fills each record's `asr`, from the cache when there; a failed group's clips get that error."""
+    `finish()` gives each clip's record its `asr` (from the cache when there), or the error of
+    the group it failed with."""
 
     def __init__(self, jobs: list[ClipJob], s: PrepareSettings, out: Path, mode: str) -> None:
         self.s, self.out, self.mode = s, out, mode
         self.order = deque(j.clip_id for j in jobs)
         self.jobs = {j.clip_id: j for j in jobs}
-        self.arrived: dict[str, dict[str, Any]] = {}
-        self.pending: dict[Any, list[tuple[dict[str, Any], Path]]] = {}
+        self.arrived: dict[str, ClipRecord] = {}
+        self.results: dict[str, tuple[dict[str, Any] | None, dict[str, str] | None]] = {}
+        self.pending: dict[Any, list[tuple[ClipRecord, Path]]] = {}
         self.pool = ThreadPoolExecutor(1)
         self.futures: list[Future[None]] = []
 
-    def add(self, rec: dict[str, Any]) -> None:
-        self.arrived[rec["clip_id"]] = rec
+    def add(self, rec: ClipRecord) -> None:
+        self.arrived[rec.clip_id] = rec
         while self.order and self.order[0] in self.arrived:
             cid = self.order.popleft()
             self._take(self.jobs[cid], self.arrived.pop(cid))
 
-    def _take(self, job: ClipJob, rec: dict[str, Any]) -> None:
-        if rec.get("error"):
+    def _take(self, job: ClipJob, rec: ClipRecord) -> None:
+        if rec.error:
             return
-        if not rec.get("audio"):
-            rec["asr"] = _no_audio_asr(self.s)
+        if not rec.audio:
+            self.results[rec.clip_id] = (_no_audio_asr(self.s), None)
             return
         settings = _asr_settings(job, self.s)
-        path = _asr_cache(rec["audio"], settings, self.out, self.mode)
-        cached = _read_json(path)
+        path = _asr_cache(rec.audio, settings, self.out, self.mode)
+        cached = read_json(path)
         if cached is not None:
-            rec["asr"] = cached
+            self.results[rec.clip_id] = (cached, None)
             return
         items = self.pending.setdefault(settings, [])
         items.append((rec, path))
@@ -260,16 +244,17 @@ class AsrFeeder:
             self.pending[settings] = items[ready:]
             self.futures.append(self.pool.submit(self._run, settings, items[:ready]))
 
-    def _ready(self, items: list[tuple[dict[str, Any], Path]]) -> int:
+    def _ready(self, items: list[tuple[ClipRecord, Path]]) -> int:
         """How many of the waiting clips make full groups."""
         from . import asr
 
         if self.mode == "batched":
             return len(items) if len(items) >= self.s.asr_batch else 0
-        packs = asr.plan_packs([rec["audio"]["duration_ms"] / 1000 for rec, _ in items])
+        packs = asr.plan_packs([(rec.audio or {})["duration_ms"] / 1000 for rec, _ in items])
         return len(items) - len(packs[-1]) if len(packs) > 1 else 0
 
-    def finish(self) -> None:
+    def finish(self, records: list[ClipRecord]) -> list[ClipRecord]:
+        """The records with the ASR results filled in."""
         for settings, items in self.pending.items():
             if items:
                 self.futures.append(self.pool.submit(self._run, settings, items))
@@ -277,23 +262,28 @@ class AsrFeeder:
         for f in self.futures:
             f.result()
         self.pool.shutdown()
+        out = []
+        for rec in records:
+            asr, error = self.results.get(rec.clip_id, (rec.asr, rec.error))
+            out.append(replace(rec, asr=asr, error=error))
+        return out
 
-    def _run(self, settings: Any, items: list[tuple[dict[str, Any], Path]]) -> None:
+    def _run(self, settings: Any, items: list[tuple[ClipRecord, Path]]) -> None:
         from . import asr
 
         try:
-            clips = [sf.read(self.out / rec["audio"]["path"], dtype="float32")[0] for rec, _ in items]
+            clips = [sf.read(self.out / (rec.audio or {})["path"], dtype="float32")[0] for rec, _ in items]
             if self.mode == "batched":
                 results = asr.transcribe_batch(clips, settings, batch_size=self.s.asr_batch)
             else:
                 results = asr.transcribe_packed(clips, settings)
         except Exception as exc:  # this group's clips fail; the rest go on
             for rec, _ in items:
-                rec["error"] = error_record(exc)
+                self.results[rec.clip_id] = (None, error_record(exc))
             return
         for (rec, path), tr in zip(items, results):
-            rec["asr"] = tr.to_ecog()
-            write_json_atomic(path, rec["asr"])
+            self.results[rec.clip_id] = (tr.to_ecog(), None)
+            write_json_atomic(path, tr.to_ecog())
 
 
 def asr_mode(s: PrepareSettings) -> str:
@@ -312,58 +302,46 @@ def asr_mode(s: PrepareSettings) -> str:
 # --------------------------------------------------------------------------- one clip
 
 
-def error_record(exc: BaseException | str, kind: str | None = None) -> dict[str, str]:
-    if isinstance(exc, str):
-        return {"type": kind or "DataError", "message": exc}
-    return {"type": type(exc).__name__, "message": str(exc)}
+def base_record(job: ClipJob) -> ClipRecord:
+    return ClipRecord(
+        clip_id=job.clip_id,
+        video=job.video,
+        task_template=job.task_template,
+        lang=job.lang,
+        scene=job.scene,
+        source_asr=job.source_asr,
+        eval_gt=job.eval_gt,
+    )
 
 
-def base_record(job: ClipJob) -> dict[str, Any]:
-    return {
-        "clip_id": job.clip_id,
-        "video": job.video,
-        "sha256": None,
-        "task_template": job.task_template,
-        "lang": job.lang,
-        "scene": job.scene,
-        "duration_ms": None,
-        "width": None,
-        "height": None,
-        "rotation": None,
-        "vfr": None,
-        "fps": None,
-        "has_audio": None,
-        "frames": [],
-        "last_frame": None,
-        "decode_path": None,
-        "audio": None,
-        "asr": None,
-        "source_asr": job.source_asr,
-        "eval_gt": job.eval_gt,
-        "error": None,
-    }
+INFO_FIELDS = ("duration_ms", "width", "height", "rotation", "vfr", "fps", "has_audio")
 
 
-def prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> dict[str, Any]:
+def prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
     """The manifest record of one clip. Never raises: failures become `error`."""
     rec = base_record(job)
     if job.problem:
-        rec["error"] = error_record(job.problem)
-        return rec
+        return rec.failed(job.problem)
     try:
-        rec["sha256"] = sha256_file(job.path)
-        fr = frames_stage(job, rec["sha256"], s, out)
-        info = fr["info"]
-        rec.update({k: info[k] for k in ("duration_ms", "width", "height", "rotation", "vfr", "fps", "has_audio")})
-        rec.update(frames=fr["frames"], last_frame=fr["last_frame"], decode_path=fr["decode_path"])
-        rec["cache_hit"] = fr["cache_hit"]
+        sha = sha256_file(job.path)
+        rec = replace(rec, sha256=sha)
+        fr = frames_stage(job, sha, s, out)
+        frames = tuple(FrameRef(**f) for f in fr["frames"])
+        rec = replace(
+            rec,
+            **{k: fr["info"][k] for k in INFO_FIELDS},
+            frames=frames,
+            last_frame=FrameRef(**fr["last_frame"]),
+            decode_path=fr["decode_path"],
+            cache_hit=fr["cache_hit"],
+        )
         if "audio" in s.anchors or "asr" in s.anchors:
-            audio = audio_stage(job, rec["sha256"], out)
-            rec["audio"] = audio
+            audio = audio_stage(job, sha, out)
+            rec = replace(rec, audio=audio)
             if "asr" in s.anchors:
-                rec["asr"] = asr_stage(job, audio, s, out) if audio else _no_audio_asr(s)
+                rec = replace(rec, asr=asr_stage(job, audio, s, out) if audio else _no_audio_asr(s))
     except Exception as exc:  # a bad clip is a recorded failure, never a crashed batch
-        rec["error"] = error_record(exc)
+        rec = rec.failed(exc)
     return rec
 
 
@@ -376,15 +354,15 @@ def _no_audio_asr(s: PrepareSettings) -> dict[str, Any]:
 
 @dataclass
 class PrepareReport:
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[ClipRecord] = field(default_factory=list)
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r["error"]]
+    def failed(self) -> list[ClipRecord]:
+        return [r for r in self.records if r.error]
 
     @property
     def cache_hits(self) -> int:
-        return sum(1 for r in self.records if r.get("cache_hit"))
+        return sum(1 for r in self.records if r.cache_hit)
 
 
 def _default_workers() -> int:
@@ -397,12 +375,14 @@ def prepare(
     settings: PrepareSettings | None = None,
     workers: int | None = None,
     progress: Progress | None = None,
+    layouts: Sequence[Layout] = (),
 ) -> PrepareReport:
-    """Prepare every clip below data_root into out/; writes out/manifest.jsonl."""
+    """Prepare every clip below data_root into out/; writes out/manifest.jsonl. `layouts` are the
+    folder layouts to recognise (a task's, e.g. EcoG's); else a plain folder of videos."""
     s = settings or PrepareSettings()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = discover(data_root, lang=s.lang if s.lang not in (None, "auto") else None)
+    jobs = discover(data_root, layouts, lang=s.lang if s.lang not in (None, "auto") else None)
     workers = min(workers or _default_workers(), max(1, len(jobs)))
     if workers > 1 and s.threads == 0:
         # workers share the cores: oversubscribed decoder and ASR threads only contend
@@ -422,8 +402,8 @@ def prepare(
         for rec in _run_jobs(jobs, media_only, out, workers, progress):
             feeder.add(rec)
             records.append(rec)
-        feeder.finish()
-    records.sort(key=lambda r: r["clip_id"])
+        records = feeder.finish(records)
+    records.sort(key=lambda r: r.clip_id)
     _write_manifest(out, data_root, s, records)
     return PrepareReport(records)
 
@@ -434,7 +414,7 @@ def _run_jobs(
     out: Path,
     workers: int,
     progress: Progress | None,
-) -> Iterable[dict[str, Any]]:
+) -> Iterable[ClipRecord]:
     wrap = progress or (lambda it, n: it)
     if workers <= 1:
         yield from wrap((prepare_clip(j, s, out) for j in jobs), len(jobs))
@@ -451,11 +431,8 @@ def _init_worker(threads: int) -> None:
         os.environ.setdefault("AVSTACK_ASR_THREADS", str(threads))
 
 
-def _write_manifest(out: Path, data_root: str | Path, s: PrepareSettings, records: list[dict[str, Any]]) -> None:
-    lines = "".join(
-        json.dumps({k: v for k, v in r.items() if k != "cache_hit"}, ensure_ascii=False) + "\n" for r in records
-    )
-    media.atomic_write(out / "manifest.jsonl", lines.encode())
+def _write_manifest(out: Path, data_root: str | Path, s: PrepareSettings, records: list[ClipRecord]) -> None:
+    write_manifest(out, records)
     write_json_atomic(
         out / "prepare.json",
         {
@@ -463,13 +440,6 @@ def _write_manifest(out: Path, data_root: str | Path, s: PrepareSettings, record
             "data_root": str(Path(data_root).resolve()),
             "settings": asdict(s),
             "clips": len(records),
-            "failed": sum(1 for r in records if r["error"]),
+            "failed": sum(1 for r in records if r.error),
         },
     )
-
-
-def load_manifest(prepared: str | Path) -> list[dict[str, Any]]:
-    path = Path(prepared) / "manifest.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no manifest; run `avstack prepare DATA_ROOT --out {prepared}` first")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

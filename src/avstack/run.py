@@ -1,8 +1,9 @@
-"""Run a back-end over prepared clips: bounded concurrency, retries, resumable results.
+"""The run engine, task-neutral: bounded concurrency, retries, resumable results.
 
-Every answer is appended to RUN_DIR/predictions.jsonl the moment it arrives.
-A rerun keeps each clip's final answer and asks again only for clips without
-one (never answered, or given up on after transient errors).
+A task turns its items into `WorkItem`s (a finished request each) and a parser; the engine asks
+the back-end, appends every answer to RUN_DIR/predictions.jsonl the moment it arrives, and on a
+rerun keeps each item's final answer and asks again only for items without one (never
+answered, or given up on after transient errors).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -19,55 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .io import DataError, JsonlAppender, Progress, read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 from .messages import Request
-from .prepare import Progress, load_manifest, write_json_atomic
-from .runners import Backend, TransientError
-from .stacks import Stack
-from .tasks.ecog.data import GtClip
-from .tasks.ecog.parse import parse_answer
-from .tasks.ecog.prompt import PROMPT_VERSION, build_request
+from .runners import Backend, FatalError, TransientError
 
 
 @dataclass(frozen=True)
 class RunSettings:
+    """Engine options only; what a task puts in its requests is the task's own value."""
+
     concurrency: int = 4
     retries: int = 5
     backoff_s: float = 1.0
     max_backoff_s: float = 60.0
-    coord_order: str = "xy"
-    asr_source: str | None = None
-    lang: str | None = None
-
-
-def _prepared_root(prepared: Path) -> str | None:
-    meta = prepared / "prepare.json"
-    return json.loads(meta.read_text())["data_root"] if meta.is_file() else None
-
-
-def gt_of(record: dict[str, Any]) -> GtClip:
-    """Ground truth of a prepared clip, keyed by clip_id (unique across folders)."""
-    return GtClip(
-        video_name=record["clip_id"],
-        task_template=record.get("task_template") or "",
-        width=record["width"],
-        height=record["height"],
-        eval_gt=record.get("eval_gt") or {},
-        lang=record.get("lang"),
-        scene=record.get("scene"),
-    )
-
-
-def usable(record: dict[str, Any]) -> bool:
-    return not record.get("error") and bool(record.get("eval_gt")) and bool(record.get("width"))
-
-
-def requests_for(prepared: Path, stack: Stack, s: RunSettings) -> list[tuple[dict[str, Any], Request]]:
-    root = _prepared_root(prepared)
-    return [
-        (r, build_request(r, stack, str(prepared.resolve()), s.lang, s.coord_order, s.asr_source, root))
-        for r in load_manifest(prepared)
-        if usable(r)
-    ]
 
 
 def request_key(backend_id: str, req: Request) -> str:
@@ -88,8 +52,8 @@ class AnswerCache:
     def get(self, key: str) -> dict[str, Any] | None:
         if self.folder is None:
             return None
-        path = self.folder / f"{key}.json"
-        return json.loads(path.read_text()) if path.is_file() else None
+        hit = read_json(self.folder / f"{key}.json")
+        return hit if isinstance(hit, dict) and {"raw", "usage", "error"} <= set(hit) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         if self.folder is not None:
@@ -105,6 +69,8 @@ def ask_with_retries(
         try:
             ans = backend.answer(req, truth)
             return ans.text, ans.usage, None, attempt
+        except FatalError:
+            raise  # wrong for every item: the run stops, nothing is recorded
         except TransientError as exc:
             last = str(exc)
             if attempt > s.retries:
@@ -122,7 +88,7 @@ def ask_with_retries(
 
 @dataclass(frozen=True)
 class WorkItem:
-    """One thing to ask: its id, the finished request, what only `oracle` may see, and fields
+    """One thing to ask: its id, the finished request, what only an oracle may see, and fields
     copied into its prediction line (e.g. the option labels as shown). A preset `error` (a
     missing image) is recorded as that item's final answer without asking anyone."""
 
@@ -136,33 +102,24 @@ class WorkItem:
 Parser = Callable[[str, WorkItem], tuple[dict[str, Any], str | None]]
 
 
-def read_predictions(path: str | Path) -> list[dict[str, Any]]:
-    """Prediction lines of a JSONL file; a bad line is an error naming the file and line."""
-    preds = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                preds.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: not JSON ({exc.msg})") from None
-    return preds
-
-
 def _load_final(path: Path, id_field: str) -> dict[str, dict[str, Any]]:
     """Final answers already in a predictions file (last line per item wins)."""
     done: dict[str, dict[str, Any]] = {}
     if not path.is_file():
         return done
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by a kill: that item is asked again
+    for _, rec in read_jsonl(path):
+        if isinstance(rec, DataError) or not isinstance(rec, dict) or not isinstance(rec.get(id_field), str):
+            continue  # a line cut by a kill, or not ours: that item is asked again
         if not str(rec.get("error") or "").startswith("transient"):
             done[rec[id_field]] = rec
         else:
             done.pop(rec[id_field], None)
     return done
+
+
+def _settings_of(backend: Backend) -> dict[str, Any]:
+    get = getattr(backend, "settings", None)
+    return get() if callable(get) else {}
 
 
 def run_items(
@@ -177,16 +134,13 @@ def run_items(
     backend_id: str | None = None,
     progress: Progress | None = None,
 ) -> Path:
-    """The task-neutral engine: ask every item without a final answer; returns the predictions file."""
-    from .media import atomic_write
-
+    """Ask every item without a final answer; returns the predictions file."""
     s = settings or RunSettings()
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     pred_path = out / "predictions.jsonl"
     done = _load_final(pred_path, id_field)
     # rewrite without superseded or half lines, so the file holds one final line per item
-    atomic_write(pred_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done.values()).encode())
+    write_jsonl_atomic(pred_path, done.values())
     bid: str = backend_id or str(getattr(backend, "name", "backend"))
     write_json_atomic(
         out / "run.json",
@@ -194,7 +148,7 @@ def run_items(
     )
     todo = [it for it in items if it.id not in done]
     cache = AnswerCache(cache_dir)
-    lock = threading.Lock()
+    writer = JsonlAppender(pred_path)
 
     def one(item: WorkItem) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -226,69 +180,22 @@ def run_items(
             "cached": hit is not None,
             "stack": meta.get("stack"),
         } | item.record
-        with lock, open(pred_path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            fh.flush()
+        writer.append(rec)
         return rec
 
     wrap = progress or (lambda it, n: it)
     try:
         with ThreadPoolExecutor(max(1, s.concurrency)) as pool:
             futures = [pool.submit(one, it) for it in todo]
-            for _ in wrap(as_completed(futures), len(futures)):
-                pass
+            try:
+                for f in wrap(as_completed(futures), len(futures)):
+                    f.result()
+            except BaseException:
+                # a fatal answer (bad key, unknown model), a failed write or Ctrl-C: nothing more is
+                # asked; answers already written stay whole and count on the rerun
+                for f in futures:
+                    f.cancel()
+                raise
     finally:
-        close = getattr(backend, "close", None)
-        if callable(close):
-            close()  # e.g. delete a run's uploads
+        backend.close()  # e.g. delete a run's uploads
     return pred_path
-
-
-def run(
-    prepared: str | Path,
-    backend: Backend,
-    stack: Stack,
-    out: str | Path,
-    settings: RunSettings | None = None,
-    cache_dir: Path | None = None,
-    backend_id: str | None = None,
-    progress: Progress | None = None,
-) -> Path:
-    """Answer every usable EcoG clip of a prepared folder; returns the predictions file."""
-    s = settings or RunSettings()
-    prepared = Path(prepared)
-    meta = {
-        "task": "ecog",
-        "stack": stack.name,
-        "variant": stack.variant,
-        "anchors": sorted(stack.anchors),
-        "dropped": list(stack.dropped),
-        "prompt_version": PROMPT_VERSION,
-        "prepared": str(prepared.resolve()),
-        "coord_order": s.coord_order,
-        "asr_source": s.asr_source or "default",
-    }
-    items = [
-        WorkItem(r["clip_id"], q, {"eval_gt": r["eval_gt"], "width": r["width"], "height": r["height"]})
-        for r, q in requests_for(prepared, stack, s)
-    ]
-
-    def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
-        return parse_answer(text, s.coord_order)
-
-    return run_items(items, backend, out, parse, meta, s, "video_name", cache_dir, backend_id, progress)
-
-
-def _settings_of(backend: Backend) -> dict[str, Any]:
-    get = getattr(backend, "settings", None)
-    return get() if callable(get) else {}
-
-
-def score_run(prepared: str | Path, run_dir: str | Path) -> dict[str, Any]:
-    from .tasks.ecog import score
-
-    clips = [gt_of(r) for r in load_manifest(prepared) if usable(r)]
-    preds = read_predictions(Path(run_dir) / "predictions.jsonl")
-    result = score(clips, preds).to_json()
-    write_json_atomic(Path(run_dir) / "score.json", result)
-    return result

@@ -1,29 +1,41 @@
-"""Back-end registry: `--model BACKEND:NAME`. Clients are imported only when used."""
+"""Back-end registry: `--model BACKEND:NAME`. Clients are imported only when used.
+
+The core knows the model back-ends; offline baselines (oracle, chance, deixis) belong to a task,
+which passes them in as `baselines`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from .base import Answer, Backend, MissingExtra, TransientError
+from .base import DEFAULTS, Answer, Backend, BackendBase, FatalError, MissingExtra, TransientError
+
+OPENAI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "image_detail", "timeout")
+GEMINI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "timeout")
+HF_OPTIONS = ("temperature", "max_tokens")
+MODEL_BACKENDS = ("openai:MODEL", "gemini:MODEL", "hf:MODEL", "replay:FILE")
 
 
-def make_backend(spec: str, **options: Any) -> Backend:
-    """`oracle`, `chance`, `deixis`, `openai:MODEL`, `gemini:MODEL`, `hf:MODEL`, `replay:PATH`."""
+def _pick(options: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if k in allowed}
+
+
+def make_backend(
+    spec: str, baselines: Mapping[str, Callable[[str], Backend]] | None = None, **options: Any
+) -> Backend:
+    """`openai:MODEL`, `gemini:MODEL`, `hf:MODEL`, `replay:PATH`, or one of `baselines` (a task's
+    offline baselines by name, each made from the text after the colon)."""
     kind, _, name = spec.partition(":")
-    if kind == "oracle":
-        from .baselines import Oracle
-
-        return Oracle()
-    if kind in ("chance", "deixis"):
-        from .baselines import Chance, Deixis
-
-        return (Chance if kind == "chance" else Deixis)(seed=int(name or options.get("seed", 0)))
+    if baselines and kind in baselines:
+        return baselines[kind](name)
+    if kind in ("openai", "gemini", "hf") and not name:
+        example = "Qwen/Qwen2.5-VL-3B-Instruct" if kind == "hf" else "MODEL"
+        raise ValueError(f"{kind} needs a model name: --model {kind}:{example}")
     if kind == "openai":
         from .openai_compat import OpenAICompat
 
-        if not name:
-            raise ValueError("openai needs a model name: --model openai:MODEL")
-        return OpenAICompat(name, **{k: v for k, v in options.items() if k in OPENAI_OPTIONS})
+        return OpenAICompat(name, **_pick(options, OPENAI_OPTIONS))
     if kind == "replay":
         from .replay import Replay
 
@@ -31,22 +43,22 @@ def make_backend(spec: str, **options: Any) -> Backend:
     if kind == "gemini":
         from .gemini import Gemini
 
-        if not name:
-            raise ValueError("gemini needs a model name: --model gemini:MODEL")
-        return Gemini(name, **{k: v for k, v in options.items() if k in GEMINI_OPTIONS})
+        return Gemini(name, **_pick(options, GEMINI_OPTIONS))
     if kind == "hf":
         from .hf import HFLocal
 
-        if not name:
-            raise ValueError("hf needs a model id or folder: --model hf:Qwen/Qwen2.5-VL-3B-Instruct")
-        return HFLocal(name, **{k: v for k, v in options.items() if k in HF_OPTIONS})
-    raise ValueError(
-        f"unknown back-end {kind!r}: use oracle, chance, deixis, openai:MODEL, gemini:MODEL, hf:MODEL, replay:FILE"
-    )
+        return HFLocal(name, **_pick(options, HF_OPTIONS))
+    known = [*(baselines or {}), *MODEL_BACKENDS]
+    raise ValueError(f"unknown back-end {kind!r}: use {', '.join(known)}")
 
 
-OPENAI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "image_detail", "timeout")
-GEMINI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "timeout")
-HF_OPTIONS = ("temperature", "max_tokens")
-
-__all__ = ["Answer", "Backend", "MissingExtra", "TransientError", "make_backend"]
+__all__ = [
+    "DEFAULTS",
+    "Answer",
+    "Backend",
+    "BackendBase",
+    "FatalError",
+    "MissingExtra",
+    "TransientError",
+    "make_backend",
+]

@@ -1,4 +1,4 @@
-"""What every model back-end is: a request in, answer text out."""
+"""What every model back-end is: a request in, answer text out; and the defaults they share."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ from typing import Any, Protocol
 from ..messages import Request
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})  # HTTP codes worth retrying
+FATAL_STATUS = frozenset({401, 403, 404})  # bad key, no access, unknown model or wrong URL: stop the run
+
+# The one place back-end defaults live (CLI options, ablate and the constructors read them).
+DEFAULTS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 2048, "timeout": 120.0, "json_mode": True}
 
 
 @dataclass
@@ -24,12 +28,37 @@ class TransientError(RuntimeError):
         self.retry_after = retry_after
 
 
+class FatalError(RuntimeError):
+    """Wrong for every request of the run (bad key, unknown model, wrong URL): the run stops and
+    nothing is recorded as an answer, so a rerun asks again."""
+
+
 class Backend(Protocol):
     name: str
 
     def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
-        """Answer one request. `truth` is the clip's ground truth; only `oracle` may read it."""
+        """Answer one request. `truth` is the item's ground truth; only an oracle may read it."""
         ...
+
+    def settings(self) -> dict[str, Any]:
+        """What the run records about this back-end (never a key)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the run held (uploads, connections)."""
+        ...
+
+
+class BackendBase:
+    """Defaults for the Backend protocol's bookkeeping methods."""
+
+    name = "backend"
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        return None
 
 
 class MissingExtra(ImportError):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Audio, Image, Request, Text, Video
-from .base import RETRY_STATUS, Answer, MissingExtra, TransientError
+from .base import DEFAULTS, FATAL_STATUS, RETRY_STATUS, Answer, BackendBase, FatalError, MissingExtra, TransientError
 
 
 def _genai() -> tuple[Any, Any, Any]:
@@ -26,7 +26,7 @@ def _genai() -> tuple[Any, Any, Any]:
     return genai, types, errors
 
 
-class Gemini:
+class Gemini(BackendBase):
     name = "gemini"
 
     def __init__(
@@ -34,10 +34,10 @@ class Gemini:
         model: str,
         api_key: str | None = None,
         base_url: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int = 2048,
-        json_mode: bool = True,
-        timeout: float = 120.0,
+        temperature: float = DEFAULTS["temperature"],
+        max_tokens: int = DEFAULTS["max_tokens"],
+        json_mode: bool = DEFAULTS["json_mode"],
+        timeout: float = DEFAULTS["timeout"],
         poll_s: float = 2.0,
         max_wait_s: float = 600.0,
     ):
@@ -114,6 +114,8 @@ class Gemini:
         except self._errors.APIError as exc:
             if exc.code in RETRY_STATUS:
                 raise TransientError(f"HTTP {exc.code}: {str(exc)[:200]}") from None
+            if exc.code in FATAL_STATUS:
+                raise FatalError(f"HTTP {exc.code} from Gemini: {str(exc)[:200]}") from None
             raise RuntimeError(f"HTTP {exc.code}: {str(exc)[:200]}") from None
         except (TimeoutError, ConnectionError, OSError) as exc:
             raise TransientError(f"{type(exc).__name__}: {exc}") from None

@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 from ..messages import Request, to_hf
-from .base import Answer, MissingExtra
+from .base import DEFAULTS, Answer, BackendBase, MissingExtra
 
 
 def _modules() -> tuple[Any, Any]:
@@ -21,10 +21,16 @@ def _modules() -> tuple[Any, Any]:
     return torch, transformers
 
 
-class HFLocal:
+class HFLocal(BackendBase):
     name = "hf"
 
-    def __init__(self, model: str, temperature: float = 0.0, max_tokens: int = 1024, device: str | None = None):
+    def __init__(
+        self,
+        model: str,
+        temperature: float = DEFAULTS["temperature"],
+        max_tokens: int = DEFAULTS["max_tokens"],
+        device: str | None = None,
+    ):
         torch, transformers = _modules()
         self.model_id, self.temperature, self.max_tokens = model, temperature, max_tokens
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")

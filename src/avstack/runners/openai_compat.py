@@ -1,22 +1,31 @@
-"""Any OpenAI-compatible chat-completions server (OpenAI, vLLM, SGLang, Ollama, DashScope).
+"""Any OpenAI-compatible chat-completions server (OpenAI, Azure OpenAI, vLLM, SGLang, Ollama,
+DashScope) through the official `openai` client.
 
-Spoken over plain HTTP with the standard library, so retries, timeouts and
-Retry-After are ours to control and no client package is needed.
+The client's own retries are off: ours (run engine) keep Retry-After, backoff and the
+resumable record. One client per run keeps connections alive across requests. Azure
+endpoints (`*.openai.azure.com`, or `OPENAI_API_VERSION` set) go through `AzureOpenAI`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from typing import Any
 
 from ..messages import Request, to_openai
-from .base import RETRY_STATUS, Answer, TransientError
+from .base import DEFAULTS, FATAL_STATUS, RETRY_STATUS, Answer, BackendBase, FatalError, MissingExtra, TransientError
+
+NO_KEY = "no-key"  # the client insists on a key; a local server needs none, so the header is left out
 
 
-class OpenAICompat:
+def _openai() -> Any:
+    try:
+        import openai
+    except ImportError:
+        raise MissingExtra("openai", "openai", "openai") from None
+    return openai
+
+
+class OpenAICompat(BackendBase):
     name = "openai"
 
     def __init__(
@@ -24,17 +33,36 @@ class OpenAICompat:
         model: str,
         base_url: str | None = None,
         api_key: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int = 2048,
-        json_mode: bool = True,
+        temperature: float = DEFAULTS["temperature"],
+        max_tokens: int = DEFAULTS["max_tokens"],
+        json_mode: bool = DEFAULTS["json_mode"],
         image_detail: str | None = None,
-        timeout: float = 120.0,
+        timeout: float = DEFAULTS["timeout"],
+        api_version: str | None = None,
     ):
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
-        self._key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
         self.temperature, self.max_tokens = temperature, max_tokens
         self.json_mode, self.image_detail, self.timeout = json_mode, image_detail, timeout
+        self.api_version = api_version or os.environ.get("OPENAI_API_VERSION")
+        self._openai = _openai()
+        self._key = key
+        self._client: Any = None  # made on first use, again after close()
+
+    def _make_client(self, key: str) -> Any:
+        openai = self._openai
+        # the client's default pool (keep-alive, up to 1000 connections) serves any concurrency
+        self._no_auth = {} if key else {"extra_headers": {"Authorization": openai.Omit()}}
+        common = {"max_retries": 0, "timeout": self.timeout}
+        if self.api_version or ".openai.azure.com" in self.base_url:
+            return openai.AzureOpenAI(
+                api_key=key or NO_KEY,
+                azure_endpoint=self.base_url,
+                api_version=self.api_version or "2024-10-21",
+                **common,
+            )
+        return openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url, **common)
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAICompat(model={self.model!r}, base_url={self.base_url!r})"
@@ -61,29 +89,42 @@ class OpenAICompat:
         return body
 
     def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
-        data = json.dumps(self.body(request)).encode()
-        headers = {"Content-Type": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        req = urllib.request.Request(f"{self.base_url}/chat/completions", data=data, headers=headers)
+        openai = self._openai
+        if self._client is None:
+            self._client = self._make_client(self._key)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read()[:200].decode(errors="replace")
-            if exc.code in RETRY_STATUS:
+            resp = self._client.chat.completions.create(**self.body(request), **self._no_auth)
+        except openai.APIStatusError as exc:
+            detail = _detail(exc)
+            if exc.status_code in RETRY_STATUS:
                 raise TransientError(
-                    f"HTTP {exc.code}: {detail}", _retry_after(exc.headers.get("Retry-After"))
+                    f"HTTP {exc.status_code}: {detail}", _retry_after(exc.response.headers.get("retry-after"))
                 ) from None
-            raise RuntimeError(f"HTTP {exc.code}: {detail}") from None
-        except (TimeoutError, urllib.error.URLError, ConnectionError, OSError) as exc:
+            if exc.status_code in FATAL_STATUS:
+                raise FatalError(f"HTTP {exc.status_code} from {self.base_url}: {detail}") from None
+            raise RuntimeError(f"HTTP {exc.status_code}: {detail}") from None
+        except (openai.APIConnectionError, TimeoutError, ConnectionError) as exc:  # timeouts included
             raise TransientError(f"{type(exc).__name__}: {exc}") from None
+        except (openai.APIResponseValidationError, ValueError) as exc:  # a cut or non-JSON body
+            raise TransientError(f"malformed server response ({type(exc).__name__}): {str(exc)[:120]}") from None
         try:
-            payload = json.loads(raw)
-            text = payload["choices"][0]["message"]["content"]
-        except (json.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
-            raise TransientError(f"malformed server response ({type(exc).__name__}): {raw[:120]!r}") from None
-        return Answer(text or "", payload.get("usage") or {})
+            text = resp.choices[0].message.content
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise TransientError(f"malformed server response ({type(exc).__name__}): {str(resp)[:120]}") from None
+        usage = resp.usage.model_dump(exclude_none=True) if getattr(resp, "usage", None) else {}
+        return Answer(text or "", usage)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def _detail(exc: Any) -> str:
+    try:
+        return exc.response.text[:200]
+    except Exception:
+        return str(exc)[:200]
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Request
-from .base import Answer
+from .base import Answer, BackendBase
 
 
-class Replay:
+class Replay(BackendBase):
     """Reads JSONL lines with `clip_id` (or `video_name`) and `text` (or `response`/`answer`)."""
 
     name = "replay"

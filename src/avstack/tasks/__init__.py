@@ -1,0 +1,87 @@
+"""Benchmarks as tasks. Each `tasks/<name>/` package provides a `TASK` (see `Task`) in its
+`task` module; this registry names them. The core (`avstack/*.py`, `avstack/runners/`) never
+imports from here: tasks build on the core, not the other way round.
+
+To add a benchmark: write `tasks/<name>/` with a `task.py` whose `TASK` fills in `Task`, and add
+one line to `REGISTRY`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..discover import Layout
+from ..io import Progress
+from ..run import RunSettings
+from ..runners import Backend, make_backend
+from ..tables import Report
+
+REGISTRY: dict[str, str] = {  # task name -> module holding its TASK
+    "ecog": "avstack.tasks.ecog.task",
+    "egogap": "avstack.tasks.egogap.task",
+}
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """What `avstack run` asks of a task: the engine's part is common, `args` are the task's own
+    options as the command line gave them (the task checks them)."""
+
+    model: str
+    out: Path
+    settings: RunSettings
+    backend_options: Mapping[str, Any]
+    args: Mapping[str, Any] = field(default_factory=dict)
+    progress: Progress | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a command prints: the summary (stdout), notes (stderr), and whether it failed."""
+
+    summary: str
+    notes: tuple[str, ...] = ()
+    failed: bool = False
+    result: Any = None
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a benchmark provides."""
+
+    name: str
+    description: str
+    baselines: Mapping[str, Callable[[str], Backend]]  # offline back-ends by name (oracle, chance, ...)
+    layouts: Sequence[Layout]  # data-root layouts `prepare` recognises for it
+    run: Callable[[RunJob], Outcome]  # run a model and score it
+    score: Callable[[Path, Path], Outcome]  # (ground truth file, predictions file) -> scores
+    report: Callable[[list[Path], Path], Report]  # run folders (first = baseline) -> report
+
+
+def get_task(name: str) -> Task:
+    if name not in REGISTRY:
+        raise ValueError(f"task must be one of {', '.join(REGISTRY)}; found {name!r}")
+    task: Task = importlib.import_module(REGISTRY[name]).TASK
+    return task
+
+
+def all_tasks() -> list[Task]:
+    return [get_task(n) for n in REGISTRY]
+
+
+def task_of_run(meta: Mapping[str, Any]) -> Task:
+    """The task a run folder's run.json belongs to (runs from before the field say EcoG)."""
+    return get_task(str(meta.get("task") or "ecog"))
+
+
+def backend_for(task: str, spec: str, **options: Any) -> Backend:
+    """A back-end for a task's requests: the task's own baselines, or a model back-end."""
+    return make_backend(spec, get_task(task).baselines, **options)
+
+
+def all_layouts() -> list[Layout]:
+    return [layout for t in all_tasks() for layout in t.layouts]

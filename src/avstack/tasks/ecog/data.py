@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...io import DataError, load_records, read_json_file
+
 INSTRUCTIONS = tuple(f"指令{i}" for i in range(1, 7))
 LEVEL_OF = {"指令1": "L1", "指令2": "L2", "指令3": "L3", "指令4": "L3", "指令5": "L4", "指令6": "L4"}
-VIDEO_SUFFIXES = (".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi")
-
-
-class DataError(ValueError):
-    """Bad input data; the message names the item."""
-
 
 @dataclass(frozen=True)
 class GtClip:
@@ -69,37 +63,6 @@ class GtClip:
             ) from exc
 
 
-def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed JSON or a DataError) for each non-empty line."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield lineno, DataError(f"{path}:{lineno}: not JSON ({exc.msg})")
-
-
-def write_jsonl(path: str | Path, records: Iterable[Any]) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-
-
-def load_records(path: str | Path, key: str = "clips") -> list[Any]:
-    """Records of a .jsonl file, or of a .json file (a list, or a dict holding `key`)."""
-    p = Path(path)
-    if p.suffix == ".json":
-        data = json.loads(p.read_text(encoding="utf-8"))
-        if isinstance(data, dict):
-            data = data.get(key, [])
-        if not isinstance(data, list):
-            raise DataError(f"{p}: expected a list of records under {key!r}, found {type(data).__name__}")
-        return data
-    return [rec for _, rec in read_jsonl(p)]
-
-
 def load_gt(path: str | Path) -> tuple[list[GtClip], list[str]]:
     """Ground-truth clips and per-item errors (a bad line never stops the rest)."""
     clips, errors = [], []
@@ -114,24 +77,6 @@ def load_gt(path: str | Path) -> tuple[list[GtClip], list[str]]:
         except DataError as exc:
             errors.append(str(exc))
     return clips, errors
-
-
-def instruction_dirs(root: str | Path) -> list[Path]:
-    """Every `指令N` folder below root, at any depth, sorted."""
-    root = Path(root)
-    return sorted(p for p in root.rglob("指令*") if p.is_dir() and p.name in INSTRUCTIONS)
-
-
-def read_json_file(path: Path, expect: type) -> Any:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: missing") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, expect):
-        raise DataError(f"{path}: expected a JSON {expect.__name__}, found {type(data).__name__}")
-    return data
 
 
 def load_annotations(folder: Path) -> list[dict[str, Any]]:

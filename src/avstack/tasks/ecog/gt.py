@@ -2,30 +2,36 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
 from ...discover import discover
-from .data import DataError, GtClip
-from .metrics import load_mask
+from ...io import DataError
+from ...manifest import load_manifest
+from .data import GtClip
+from .layout import ecog_layout
+from .metrics import MaskTooLarge, check_mask_size, load_mask
 
 
-def check_masks(name: str, eval_gt: dict[str, Any]) -> None:
-    """Every object mask must decode as an image; raise naming the clip otherwise."""
+def check_masks(name: str, eval_gt: dict[str, Any], width: int, height: int) -> None:
+    """Every object mask must fit the frame and decode as an image; raise naming the clip otherwise."""
     for i, ans in enumerate(eval_gt.get("answer", [])):
         mask = ans.get("mask") if isinstance(ans, dict) else None
-        if not mask or not mask.get("mask_base64"):
+        if not isinstance(mask, dict) or not mask.get("mask_base64"):
             continue
-        if load_mask(mask) is None:
+        try:
+            check_mask_size(base64.b64decode(mask["mask_base64"]), width, height)
+        except (MaskTooLarge, ValueError) as exc:
+            raise DataError(f"{name}: answer {i} ({ans.get('choice')!r}): {exc}") from None
+        if load_mask(mask, width, height) is None:
             raise DataError(f"{name}: answer {i} mask does not decode as an image with a 4-number bbox")
 
 
 def _sizes_from_manifest(prepared: Path | None) -> dict[str, tuple[int, int]]:
     if prepared is None:
         return {}
-    from ...prepare import load_manifest
-
-    return {r["clip_id"]: (r["width"], r["height"]) for r in load_manifest(prepared) if r.get("width")}
+    return {r.clip_id: (r.width, r.height) for r in load_manifest(prepared) if r.width and r.height}
 
 
 def ground_truth(
@@ -36,14 +42,14 @@ def ground_truth(
 
     sizes = _sizes_from_manifest(prepared)
     records, errors = [], []
-    for job in discover(root, lang=lang):
+    for job in discover(root, [ecog_layout], lang=lang):
         try:
             if job.problem:
                 raise DataError(job.problem)
             if job.eval_gt is None:
                 raise DataError(f"{job.clip_id}: eval_gt entry is not an object")
-            check_masks(job.clip_id, job.eval_gt)
             w, h = sizes.get(job.clip_id) or _probe_size(probe, job.path)
+            check_masks(job.clip_id, job.eval_gt, w, h)
             records.append(
                 GtClip(
                     video_name=Path(job.video).name,

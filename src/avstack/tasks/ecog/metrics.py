@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import base64
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import cv2
@@ -106,16 +107,76 @@ def single_point(pt: Any) -> list[Any] | None:
     return pt
 
 
-@lru_cache(maxsize=4096)
-def decode_mask(mask_base64: str) -> np.ndarray | None:
-    data = np.frombuffer(base64.b64decode(mask_base64), np.uint8)
-    return cv2.imdecode(data, cv2.IMREAD_GRAYSCALE)
+MASK_CACHE_BYTES = 256 << 20  # decoded masks kept for reuse, at most this many bytes in all
 
 
-def load_mask(mask: Any) -> tuple[np.ndarray, list[int]] | None:
-    """(grayscale mask image, bbox) of an eval_gt mask record; None when it does not decode."""
+class MaskTooLarge(ValueError):
+    """A mask whose declared size does not fit the clip's frame."""
+
+
+def declared_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) a PNG or JPEG header declares, read without decoding; None otherwise."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and len(data) >= 24:
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if data[:2] == b"\xff\xd8":
+        i = 2
+        while i + 9 < len(data) and data[i] == 0xFF:
+            marker, seg = data[i + 1], int.from_bytes(data[i + 2 : i + 4], "big")
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a start-of-frame
+                return int.from_bytes(data[i + 7 : i + 9], "big"), int.from_bytes(data[i + 5 : i + 7], "big")
+            i += 2 + seg
+    return None
+
+
+def check_mask_size(data: bytes, width: int, height: int) -> None:
+    """Refuse, before any pixel is decoded, a mask larger than the clip's frame (a full-frame mask
+    is the frame's size; a crop is smaller) or in a format whose size cannot be read."""
+    size = declared_size(data)
+    if size is None:
+        raise MaskTooLarge("mask does not decode as an image (not a PNG or JPEG)")
+    w, h = size
+    if not (0 < w <= max(width, 1) and 0 < h <= max(height, 1)):
+        raise MaskTooLarge(f"mask declares {w}x{h} px, larger than the {width}x{height} frame")
+
+
+class _MaskCache:
+    """Decoded masks by content, least recently used dropped past MASK_CACHE_BYTES."""
+
+    def __init__(self, budget: int):
+        self.budget, self.used = budget, 0
+        self.items: OrderedDict[str, np.ndarray | None] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str, make: Any) -> np.ndarray | None:
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        value = make()
+        with self.lock:
+            self.items[key] = value
+            self.used += 0 if value is None else value.nbytes
+            while self.used > self.budget and len(self.items) > 1:
+                _, old = self.items.popitem(last=False)
+                self.used -= 0 if old is None else old.nbytes
+        return value
+
+
+_MASKS = _MaskCache(MASK_CACHE_BYTES)
+
+
+def decode_mask(mask_base64: str, width: int, height: int) -> np.ndarray | None:
+    """The grayscale mask; MaskTooLarge when its header declares more than the frame holds."""
+    data = base64.b64decode(mask_base64)
+    check_mask_size(data, width, height)
+    return _MASKS.get(mask_base64, lambda: cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_GRAYSCALE))
+
+
+def load_mask(mask: Any, width: int, height: int) -> tuple[np.ndarray, list[int]] | None:
+    """(grayscale mask image, bbox) of an eval_gt mask record; None when it does not decode or
+    does not fit the frame."""
     try:
-        img = decode_mask(mask["mask_base64"])
+        img = decode_mask(mask["mask_base64"], width, height)
         x1, y1, x2, y2 = mask["bbox"]
     except Exception:
         return None
@@ -127,7 +188,7 @@ def point_in_mask(px: int, py: int, mask_base64: str, bbox: Any, width: int, hei
         x1, y1, x2, y2 = bbox
         if not (x1 <= px <= x2 and y1 <= py <= y2):
             return False
-        mask = decode_mask(mask_base64)
+        mask = decode_mask(mask_base64, width, height)
         if mask is None:
             return False
         mh, mw = mask.shape

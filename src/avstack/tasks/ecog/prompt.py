@@ -10,12 +10,32 @@ convention and one line of guidance per instruction; a user turn with
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from typing import Any
 
+from ...manifest import ClipRecord, frame_file
 from ...messages import Image, Part, Request, Text, Video
 from ...stacks import Stack
 
 PROMPT_VERSION = "ecog-1"
+COORD_ORDERS = ("xy", "yx")
+ASR_SOURCES = (None, "whisper", "source")
+
+
+@dataclass(frozen=True)
+class EcogOptions:
+    """What goes into an EcoG request besides the stack: point order, whose ASR, prompt language."""
+
+    coord_order: str = "xy"  # xy | yx: the order the prompt asks points in
+    asr_source: str | None = None  # whisper (ours) | source (the annotations') | None: ours when prepared
+    lang: str | None = None  # en | zh; None: each clip's own
+
+    def __post_init__(self) -> None:
+        if self.coord_order not in COORD_ORDERS:
+            raise ValueError(f"coord order must be xy or yx; found {self.coord_order!r}")
+        if self.asr_source not in ASR_SOURCES:
+            raise ValueError(f"asr source must be whisper or source; found {self.asr_source!r}")
 
 TEXT: dict[str, dict[str, Any]] = {
     "en": {
@@ -102,19 +122,35 @@ TEMPLATE = """{
 }"""
 
 
-def lang_of(record: dict[str, Any], default: str = "en") -> str:
-    lang = (record.get("lang") or default or "en").lower()
+# Referent roles per instruction type, in order: what the guidance line of the system prompt says.
+ROLES = {
+    "指令1": ("target_object",),
+    "指令2": ("target_object",),
+    "指令3": ("target_object", "spatial_affordance"),
+    "指令4": ("target_object", "spatial_affordance"),
+    "指令5": ("target_object", "spatial_affordance", "target_object"),
+    "指令6": ("target_object", "spatial_affordance", "target_object", "spatial_affordance"),
+}
+_OPTION = re.compile(r"^([A-Za-z])\.\s")
+
+
+def lang_of(record: ClipRecord, default: str = "en") -> str:
+    lang = (record.lang or default or "en").lower()
     return "zh" if lang.startswith("zh") or lang in ("cn", "cmn", "zn") else "en"
 
 
-def system_prompt(record: dict[str, Any], lang: str, coord_order: str = "xy") -> str:
+def _choices(gt: dict[str, Any], key: str) -> list[str]:
+    return [str(c) for c in gt.get(key) or []]
+
+
+def system_prompt(record: ClipRecord, lang: str, coord_order: str = "xy") -> str:
     t = TEXT[lang]
-    gt = record.get("eval_gt") or {}
+    gt = record.eval_gt or {}
     options = [t["options"]]
     if gt.get("object_choices"):
-        options += [t["objects"], *gt["object_choices"]]
+        options += [t["objects"], *_choices(gt, "object_choices")]
     if gt.get("space_choices"):
-        options += [t["spaces"], *gt["space_choices"]]
+        options += [t["spaces"], *_choices(gt, "space_choices")]
     coord = t["coord_yx"] if coord_order == "yx" else t["coord_xy"]
     parts = [
         t["role"],
@@ -123,19 +159,19 @@ def system_prompt(record: dict[str, Any], lang: str, coord_order: str = "xy") ->
         t["template"] + "\n" + TEMPLATE,
         t["fields"],
     ]
-    guide = t["guide"].get(record.get("task_template") or "")
+    guide = t["guide"].get(record.task_template or "")
     if guide:
         parts.append(guide)
     parts.append(t["end"])
     return "\n\n".join(parts)
 
 
-def pick_asr(record: dict[str, Any], source: str | None) -> dict[str, Any] | None:
+def pick_asr(record: ClipRecord, source: str | None) -> dict[str, Any] | None:
     """`whisper` (ours, from prepare) or `source` (the annotations' verified asr_result).
 
     Default: ours when prepared, else the source.
     """
-    ours, theirs = record.get("asr"), record.get("source_asr")
+    ours, theirs = record.asr, record.source_asr
     if source == "whisper":
         return ours
     if source == "source":
@@ -152,10 +188,14 @@ def asr_block(asr: dict[str, Any], with_times: bool) -> dict[str, Any]:
     return {"text": asr.get("text", ""), "words": words}
 
 
-def user_text(record: dict[str, Any], stack: Stack, lang: str, asr: dict[str, Any] | None) -> str:
+def _is_silent(record: ClipRecord, asr: dict[str, Any] | None) -> bool:
+    return record.task_template == "指令1" or not (asr or {}).get("text", "").strip()
+
+
+def user_text(record: ClipRecord, stack: Stack, lang: str, asr: dict[str, Any] | None) -> str:
     t = TEXT[lang]
+    silent = _is_silent(record, asr)
     spoken = (asr or {}).get("text", "").strip()
-    silent = record.get("task_template") == "指令1" or not spoken
     chunks = [f"<instruction>\n{t['silent'] if silent else spoken}\n</instruction>"]
     if stack.has("asr") and asr is not None and not silent:
         with_times = stack.has("word_ts")
@@ -167,42 +207,63 @@ def user_text(record: dict[str, Any], stack: Stack, lang: str, asr: dict[str, An
     return "\n".join(chunks)
 
 
-def frame_parts(record: dict[str, Any], stack: Stack, lang: str) -> list[Part]:
+def frame_parts(record: ClipRecord, stack: Stack, lang: str, prepared_dir: str) -> list[Part]:
+    """Each frame after its `<timestamp_ms>` tag; the JPEG must lie inside the prepared folder."""
     parts: list[Part] = [Text(TEXT[lang]["frames_head"])]
-    last_index = (record.get("last_frame") or {}).get("index")
-    for f in record.get("frames", []):
+    for f in record.frames:
+        frame_file(prepared_dir, f, record.clip_id)  # refuse a path that leaves the prepared folder
         if stack.has("frame_ts"):
-            parts.append(Text(f"<timestamp_ms>{f['pts_ms']}"))
-        parts.append(Image(f["path"], f["pts_ms"]))
-    if last_index is not None and record.get("frames") and record["frames"][-1]["index"] == last_index:
+            parts.append(Text(f"<timestamp_ms>{f.pts_ms}"))
+        parts.append(Image(f.path, f.pts_ms))
+    if record.last_frame is not None and record.frames and record.frames[-1].index == record.last_frame.index:
         parts.append(Text(TEXT[lang]["last"]))
     return parts
 
 
+def shown(record: ClipRecord, stack: Stack, asr: dict[str, Any] | None) -> dict[str, Any]:
+    """What the request shows, as data, for the offline baselines (which must see exactly what a
+    model sees): the option letters, the referent roles of the guidance line, the frame
+    timestamps and the timed words, each only when the stack carries it."""
+    gt = record.eval_gt or {}
+    letters = [m.group(1) for c in _choices(gt, "object_choices") + _choices(gt, "space_choices")
+               if (m := _OPTION.match(c.strip()))]
+    words: list[dict[str, Any]] = []
+    if stack.has("asr") and stack.has("word_ts") and asr is not None and not _is_silent(record, asr):
+        words = asr_block(asr, True)["words"]
+    stamps = [f.pts_ms for f in record.frames] if stack.has("frames") and stack.has("frame_ts") else []
+    return {
+        "objects": [c for c in letters if c.isupper()],
+        "spaces": [c for c in letters if c.islower()],
+        "roles": list(ROLES.get(record.task_template or "", ("target_object",))),
+        "frame_ts": stamps,
+        "words": words,
+    }
+
+
 def build_request(
-    record: dict[str, Any],
+    record: ClipRecord,
     stack: Stack,
     prepared_dir: str,
-    lang: str | None = None,
-    coord_order: str = "xy",
-    asr_source: str | None = None,
+    options: EcogOptions = EcogOptions(),
     data_root: str | None = None,
 ) -> Request:
     """The request for one prepared clip under one stack."""
-    lang = lang or lang_of(record)
-    asr = pick_asr(record, asr_source)
+    lang = options.lang or lang_of(record)
+    asr = pick_asr(record, options.asr_source)
     parts: list[Part] = [Text(user_text(record, stack, lang, asr))]
     if stack.has("video"):
         if data_root is None:
             raise ValueError("the video variant needs the data root (recorded in prepare.json)")
-        parts.append(Video(f"{data_root}/{record['video']}"))
+        parts.append(Video(f"{data_root}/{record.video}"))
     elif stack.has("frames"):
-        parts += frame_parts(record, stack, lang)
+        parts += frame_parts(record, stack, lang, prepared_dir)
     meta = {
-        "clip_id": record["clip_id"],
+        "clip_id": record.clip_id,
         "stack": stack.name,
         "prompt_version": PROMPT_VERSION,
-        "coord_order": coord_order,
+        "coord_order": options.coord_order,
         "lang": lang,
+        "shown": shown(record, stack, asr),
     }
-    return Request(system=system_prompt(record, lang, coord_order), parts=tuple(parts), root=prepared_dir, meta=meta)
+    system = system_prompt(record, lang, options.coord_order)
+    return Request(system=system, parts=tuple(parts), root=prepared_dir, meta=meta)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...media import atomic_write
+from ...io import atomic_write
 from .data import EgoGapDataError, Item, image_path
 from .prompt import build_prompt
 
@@ -73,3 +73,18 @@ def export_ms_swift(
     for split, body in lines.items():
         atomic_write(out / f"{split}.jsonl", ("\n".join(body) + "\n" if body else "").encode())
     return {"train": len(lines["train"]), "test": len(lines["test"]), "problems": problems}
+
+
+def export_bundles(
+    bundles: str | Path,
+    out: str | Path,
+    images: str | Path | None = None,
+    style: str = "default",
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    rationales: str | Path | None = None,
+) -> dict[str, Any]:
+    """`egogap export --to ms-swift` from a bundles file (see export_ms_swift)."""
+    from .data import load_bundles
+
+    return export_ms_swift(load_bundles(bundles), out, images, style, test_fraction, seed, load_rationales(rationales))

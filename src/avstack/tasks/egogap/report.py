@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from ...report import markdown_table
+from ...io import read_json_file
+from ...tables import Report, markdown_table, write_markdown
 from .score import GROUPS, spearman
 
 # ../shared/egogapbench/FORMAT.md, percent
@@ -37,8 +37,8 @@ def _with_ci(group: dict[str, Any]) -> str:
 def load_egogap_run(run_dir: str | Path) -> tuple[str, str, dict[str, Any]]:
     """(model, condition, score json) of a finished EgoGap run folder."""
     run_dir = Path(run_dir)
-    meta = json.loads((run_dir / "run.json").read_text())
-    result = json.loads((run_dir / "score.json").read_text())
+    meta = read_json_file(run_dir / "run.json", dict)
+    result = read_json_file(run_dir / "score.json", dict)
     return meta["backend"], meta["stack"], result
 
 
@@ -85,7 +85,7 @@ def rank_agreement(runs: list[tuple[str, str, dict[str, Any]]]) -> list[list[str
     return rows
 
 
-def write_egogap_report(runs: list[tuple[str, str, dict[str, Any]]], out_dir: str | Path) -> str:
+def write_egogap_report(runs: list[tuple[str, str, dict[str, Any]]], out_dir: str | Path) -> Report:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     header, rows = score_rows(runs)
@@ -111,12 +111,10 @@ def write_egogap_report(runs: list[tuple[str, str, dict[str, Any]]], out_dir: st
             f"Published: default vs egoplan rho = {PUBLISHED_STYLE_SPEARMAN:.2f}.",
             "",
         ]
-    md += ["## Published numbers (EgoGapBench paper)", "", markdown_table(["model", *pub_cols], pub), ""]
+    rest = ["## Published numbers (EgoGapBench paper)", "", markdown_table(["model", *pub_cols], pub), ""]
     _plot(runs, out / "accuracy.png")
-    md += ["![accuracy](accuracy.png)", ""]
-    text = "\n".join(md)
-    (out / "report.md").write_text(text, encoding="utf-8")
-    return text
+    rest += ["![accuracy](accuracy.png)", ""]
+    return write_markdown(out, md, rest)
 
 
 def _plot(runs: list[tuple[str, str, dict[str, Any]]], path: Path) -> None:

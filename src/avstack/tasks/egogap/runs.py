@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from ...prepare import write_json_atomic
-from ...run import Progress, RunSettings, WorkItem, read_predictions, run_items
+from ...io import Progress, read_json_file, read_predictions, write_json_atomic
+from ...run import RunSettings, WorkItem, run_items
 from ...runners import Backend
 from .data import EgoGapDataError, Item, load_bundles
 from .parse import parse_letter
@@ -64,7 +63,7 @@ def run_egogap(
 
 def score_egogap_run(run_dir: str | Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
-    meta = json.loads((run_dir / "run.json").read_text())
+    meta = read_json_file(run_dir / "run.json", dict)
     result = score(load_bundles(meta["bundles"]), read_predictions(run_dir / "predictions.jsonl"))
     write_json_atomic(run_dir / "score.json", result)
     return result

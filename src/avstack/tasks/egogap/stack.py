@@ -9,7 +9,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ...media import atomic_write, resize_max_side
+from ...images import resize_max_side
+from ...io import atomic_write
 from ...messages import Image, Request, Text
 from .data import Item, image_path
 from .prompt import STYLES, build_prompt, drop_off_vantage, shuffled, swap_motor
@@ -93,7 +94,7 @@ def build_request(item: Item, stack: EgoGapStack, image: Path | None) -> Request
     """Image first, then the prompt; no system prompt (the benchmark sends none)."""
     text = Text(build_prompt(item, stack.style))
     parts = (text,) if image is None else (Image(str(image)), text)
-    return Request(system="", parts=parts, meta={"clip_id": item.uid, "task": "egogap"})
+    return Request(system="", parts=parts, meta={"clip_id": item.uid, "task": "egogap", "letters": item.letters})
 
 
 def request_for(item: Item, stack: EgoGapStack, images: Path | None, cache: Path) -> Request:
@@ -103,3 +104,18 @@ def request_for(item: Item, stack: EgoGapStack, images: Path | None, cache: Path
     if images is None:
         raise ValueError(f"item {item.uid}: variant {stack.image!r} needs --images (the image folder)")
     return build_request(item, stack, variant_image(image_path(item, images), stack, cache))
+
+
+def prompt_lines(bundles: str | Path, stack: EgoGapStack) -> list[dict[str, str]]:
+    """`egogap prompts`: uid, image, prompt and correct letter of every item as presented."""
+    from .data import load_bundles
+
+    return [
+        {
+            "uid": item.uid,
+            "image": item.file_name,
+            "prompt": build_prompt(item, stack.style),
+            "correct_letter": item.correct_letter,
+        }
+        for item in present(load_bundles(bundles), stack)
+    ]

@@ -1,20 +1,21 @@
-"""Tables of scores, in Markdown."""
+"""EcoG reports: the summary table, the Δ table (paper Table 4), the paper's analyses, plots."""
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
 from typing import Any
 
-from .tasks.ecog.metrics import METRICS
+from ...tables import Report, markdown_table, write_markdown
+from .analysis import BOTTLENECKS, bottlenecks, by_object_size, calibration, level_table, timestamp_errors
+from .metrics import METRICS
+from .score import EcogResult
+
+Run = tuple[str, EcogResult, dict[str, Any]]  # (label, result, score json)
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def summary_table(result: dict[str, Any]) -> str:
@@ -65,8 +66,6 @@ def _delta(agg: dict[str, float], ref: dict[str, float] | None, metric: str) -> 
 
 def delta_rows(runs: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
     """Paper Table 4: Acc_t and Acc_eco per level and overall, absolute and delta vs the first run."""
-    from .analysis import level_table
-
     base = level_table(runs[0][1])
     header = ["run", "group", "Acc_t", "Δ Acc_t", "Acc_eco", "Δ Acc_eco", "n"]
     rows = []
@@ -88,19 +87,14 @@ def delta_rows(runs: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[
     return header, rows
 
 
-def write_report(runs: list[tuple[str, Any, dict[str, Any]]], out_dir: Any) -> str:
+def write_report(runs: list[Run], out_dir: str | Path) -> Report:
     """Markdown + CSV tables and PNG plots for runs [(label, EcogResult, score json)]; first is the baseline."""
-    import csv
-    from pathlib import Path
-
-    from .analysis import bottlenecks, by_object_size, calibration
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     header, rows = delta_rows([(label, js) for label, _, js in runs])
     with open(out / "delta.csv", "w", newline="", encoding="utf-8") as fh:
         csv.writer(fh).writerows([header, *rows])
-    md = [
+    head = [
         "# avstack report",
         "",
         f"Baseline: `{runs[0][0]}`",
@@ -110,6 +104,12 @@ def write_report(runs: list[tuple[str, Any, dict[str, Any]]], out_dir: Any) -> s
         markdown_table(header, rows),
         "",
     ]
+    _plots(runs, out)
+    return write_markdown(out, head, analysis_sections(runs))
+
+
+def analysis_sections(runs: list[Run]) -> list[str]:
+    """The paper's analyses: bottlenecks, calibration, object size, scene and language, published."""
     bn_rows, cal_rows, size_rows = [], [], []
     for label, result, _ in runs:
         bn = bottlenecks(result)
@@ -120,7 +120,7 @@ def write_report(runs: list[tuple[str, Any, dict[str, Any]]], out_dir: Any) -> s
             )
         for key, c in by_object_size(result).items():
             size_rows.append([label, key, str(c["n"]), _pct(c["acc_eco"])])
-    md += [
+    md = [
         "## Failure bottleneck of failed referents",
         "",
         markdown_table(["run", "only What", "only Where", "only When", "joint"], bn_rows),
@@ -152,21 +152,19 @@ def write_report(runs: list[tuple[str, Any, dict[str, Any]]], out_dir: Any) -> s
             [[k, f"{a:.1f}", f"{b:.1f}"] for k, (a, b) in PUBLISHED["ablation (Acc_t / Acc_eco)"].items()],
         ),
         "",
+        "![bottlenecks](bottlenecks.png)",
+        "",
+        "![timestamp errors](timestamp_errors.png)",
+        "",
     ]
-    _plots(runs, out)
-    md += ["![bottlenecks](bottlenecks.png)", "", "![timestamp errors](timestamp_errors.png)", ""]
-    text = "\n".join(md)
-    (out / "report.md").write_text(text, encoding="utf-8")
-    return text
+    return md
 
 
-def _plots(runs: list[tuple[str, Any, dict[str, Any]]], out: Any) -> None:
+def _plots(runs: list[Run], out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from .analysis import BOTTLENECKS, bottlenecks, timestamp_errors
 
     meta = {"Software": None}  # no version stamp: same inputs, same bytes
     fig, ax = plt.subplots(figsize=(7, 3.5))

@@ -6,50 +6,33 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .media import atomic_write
-from .messages import Image, Request, Text, Video, to_openai
-from .run import RunSettings, requests_for
-from .stacks import Stack
+from ...io import write_jsonl_atomic
+from ...manifest import ClipRecord
+from ...messages import Request, Video, flat_prompt, render, to_openai
+from ...stacks import Stack
+from .prompt import EcogOptions
+from .runs import requests_for
 
 FORMATS = ("openai-batch", "jsonl", "hf")
 
 
-def flat_prompt(req: Request) -> tuple[str, list[str], list[int | None]]:
-    """User text with `<image>` / `<video>` where the media go, and the image paths and pts in order."""
-    chunks, images, pts = [], [], []
-    for p in req.parts:
-        if isinstance(p, Text):
-            chunks.append(p.text)
-        elif isinstance(p, Image):
-            chunks.append("<image>")
-            images.append(str(req.path_of(p)))
-            pts.append(p.pts_ms)
-        elif isinstance(p, Video):
-            chunks.append("<video>")
-    return "\n".join(chunks), images, pts
-
-
-def generic_row(record: dict[str, Any], req: Request, stack: Stack) -> dict[str, Any]:
+def generic_row(record: ClipRecord, req: Request, stack: Stack) -> dict[str, Any]:
     question, images, pts = flat_prompt(req)
     video = next((str(req.path_of(p)) for p in req.parts if isinstance(p, Video)), None)
     return {
-        "id": record["clip_id"],
+        "id": record.clip_id,
         "stack": stack.name,
         "system": req.system,
         "question": question,
         "images": images,
         "image_pts_ms": pts,
         "video": video,
-        "answer": json.dumps(record.get("eval_gt") or {}, ensure_ascii=False),
-        "task_template": record.get("task_template"),
+        "answer": json.dumps(record.eval_gt or {}, ensure_ascii=False),
+        "task_template": record.task_template,
         "lang": req.meta.get("lang"),
-        "width": record["width"],
-        "height": record["height"],
+        "width": record.width,
+        "height": record.height,
     }
-
-
-def _write_lines(path: Path, rows: list[dict[str, Any]]) -> None:
-    atomic_write(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode())
 
 
 def export(
@@ -57,7 +40,7 @@ def export(
     out: str | Path,
     fmt: str,
     stack: Stack,
-    settings: RunSettings | None = None,
+    options: EcogOptions = EcogOptions(),
     model: str = "gpt-4o",
     max_tokens: int = 2048,
 ) -> Path:
@@ -65,14 +48,14 @@ def export(
     if fmt not in FORMATS:
         raise ValueError(f"--to must be one of {', '.join(FORMATS)}; found {fmt!r}")
     out = Path(out)
-    pairs = requests_for(Path(prepared), stack, settings or RunSettings())
+    pairs = requests_for(Path(prepared), stack, options)
     if fmt == "openai-batch":
         path = out / "batch.jsonl"
-        _write_lines(
+        write_jsonl_atomic(
             path,
             [
                 {
-                    "custom_id": rec["clip_id"],
+                    "custom_id": rec.clip_id,
                     "method": "POST",
                     "url": "/v1/chat/completions",
                     "body": {"model": model, "messages": to_openai(req), "temperature": 0, "max_tokens": max_tokens},
@@ -84,7 +67,7 @@ def export(
     rows = [generic_row(rec, req, stack) for rec, req in pairs]
     if fmt == "jsonl":
         path = out / "data.jsonl"
-        _write_lines(path, rows)
+        write_jsonl_atomic(path, rows)
         return path
     return _write_parquet(rows, out / "test.parquet")
 
@@ -114,3 +97,27 @@ def _write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     Dataset.from_list(rows, features=features).to_parquet(str(path))
     return path
+
+
+def write_stacks(
+    prepared: str | Path,
+    out: str | Path,
+    stack: Stack,
+    options: EcogOptions = EcogOptions(),
+    fmt: str = "openai",
+    media: str = "path",
+) -> int:
+    """The rendered request of every usable clip under one stack, one JSON line each; returns the count."""
+    pairs = requests_for(Path(prepared), stack, options)
+    lines = [
+        {
+            "clip_id": rec.clip_id,
+            "stack": stack.name,
+            "anchors": sorted(stack.anchors),
+            "format": fmt,
+            "request": render(req, fmt, media),
+        }
+        for rec, req in pairs
+    ]
+    write_jsonl_atomic(out, lines)
+    return len(lines)

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from .tasks.ecog.data import LEVEL_OF
-from .tasks.ecog.metrics import load_mask
-from .tasks.ecog.score import EcogResult
+from .data import LEVEL_OF
+from .metrics import load_mask
+from .score import EcogResult
 
 BOTTLENECKS = ("only_what", "only_where", "only_when", "joint")
 SIZE_BINS = (("<0.5%", 0.0, 0.005), ("0.5-2%", 0.005, 0.02), (">=2%", 0.02, 2.0))
@@ -63,7 +63,7 @@ def calibration(result: EcogResult) -> dict[str, dict[str, float]]:
 
 
 def mask_area_share(ans: dict[str, Any], width: int, height: int) -> float | None:
-    loaded = load_mask(ans.get("mask") or {})
+    loaded = load_mask(ans.get("mask") or {}, width, height)
     if loaded is None:
         return None
     img, (x1, y1, x2, y2) = loaded

@@ -1,0 +1,125 @@
+"""Packed ASR: short clips laid end to end share one Whisper window; segments given back to clips."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from .refine import voiced_regions
+from .types import RATE, AsrSettings, Transcript, Word
+from .whisper import REPETITIVE, _finish, _silent_apart, _transcribe_words, transcribe
+
+PACK_WINDOW_S = 28.0  # under Whisper's 30 s window, so a pack is decoded in one pass
+
+
+PACK_GAP_S = 1.0  # silence between packed clips: a clear pause, and room for edge drift
+
+
+def plan_packs(durations_s: list[float], window_s: float = PACK_WINDOW_S, gap_s: float = PACK_GAP_S) -> list[list[int]]:
+    """Clips in order, grouped greedily into packs that fit one window (a longer clip is alone)."""
+    packs: list[list[int]] = []
+    used = window_s + 1.0
+    for i, d in enumerate(durations_s):
+        if packs and used + gap_s + d <= window_s:
+            packs[-1].append(i)
+            used += gap_s + d
+        else:
+            packs.append([i])
+            used = d
+    return packs
+
+
+def interleave(groups: list[str]) -> list[int]:
+    """Indices taking one item from each group in turn (groups in first-seen order). Packing
+    clips of one instruction type together lets a misheard word repeat down the pack; mixing
+    the types keeps the context that helps (benchmarks/asr_timing.py --layout folders)."""
+    queues: dict[str, list[int]] = {}
+    for i, g in enumerate(groups):
+        queues.setdefault(g, []).append(i)
+    out: list[int] = []
+    while len(out) < len(groups):
+        for q in queues.values():
+            if q:
+                out.append(q.pop(0))
+    return out
+
+
+def transcribe_packed(
+    clips: list[np.ndarray], settings: AsrSettings | None = None, window_s: float = PACK_WINDOW_S
+) -> list[Transcript]:
+    """Short clips laid end to end with 1 s pauses and transcribed a window at a time; each segment
+    (or word, see `_clips_of`) is given back to its clip. Whisper pads every input to 30 s, so on
+    a CPU one window of several short clips costs about what one clip alone costs.
+
+    The trade-off (benchmarks/asr_timing.py): 2.5-6x less ASR time, and the shared context helps
+    on varied sentences; but clips that say nearly the same thing prime each other (a misheard
+    word repeats into the next clip), so it is an option, not the default. Needs a fixed
+    language; else clips go one by one."""
+    s = settings or AsrSettings()
+    lang = s.fixed_language
+    out, todo = _silent_apart(clips, s, lang)
+    if lang is None:
+        for i in todo:
+            out[i] = transcribe(clips[i], s)
+        return [t for t in out if t is not None]
+    gap = np.zeros(int(PACK_GAP_S * RATE), np.float32)
+    for pack in plan_packs([len(clips[i]) / RATE for i in todo], window_s, PACK_GAP_S):
+        members = [todo[k] for k in pack]
+        if len(members) == 1:
+            out[members[0]] = transcribe(clips[members[0]], s)
+            continue
+        pieces, starts, t = [], [], 0
+        for i in members:
+            starts.append(t)
+            pieces += [clips[i].astype(np.float32), gap]
+            t += len(clips[i]) + len(gap)
+        segments, dropped, _ = _transcribe_words(np.concatenate(pieces[:-1]), s, lang, packed=True)
+        bounds = [(b * 1000 // RATE, (b + len(clips[i])) * 1000 // RATE) for b, i in zip(starts, members)]
+        voiced = {i: voiced_regions(clips[i]) for i in members}
+        regions = [(lo + a, lo + b, k) for k, (lo, _) in enumerate(bounds) for a, b in voiced[members[k]]]
+        per_clip: dict[int, list[Word]] = {i: [] for i in members}
+        for seg in segments:
+            for k, w in zip(_clips_of(seg, bounds, regions), seg):
+                per_clip[members[k]].append(Word(w.text, w.begin_ms - bounds[k][0], w.end_ms - bounds[k][0], w.prob))
+        note = f"packed: {len(members)} clips in one window"
+        for i in members:
+            mine = [*dropped, note]
+            if _repetitive(per_clip[i]):
+                mine.append(f"repetitive clip: {''.join(w.text for w in per_clip[i])[:60]!r}")
+                per_clip[i] = []
+            out[i] = _finish(per_clip[i], mine, lang, clips[i], s, voiced[i])
+    return [t for t in out if t is not None]
+
+
+def _clips_of(
+    seg: list[Word], bounds: list[tuple[int, int]], regions: list[tuple[int, int, int]], whole: float = 2 / 3
+) -> list[int]:
+    """The packed clip each word of a segment belongs to. Whisper's segments follow the sentences
+    but its times can slip across a pause (a clip's first word placed in the previous clip's
+    tail, a last word in the next clip's silence). A segment lying mostly (`whole`) in one clip
+    with speech goes there entire; else each word goes to the clip whose voiced regions
+    (begin, end, clip) it overlaps most, or the nearest one: a clip without clear speech gets
+    no words while another has some."""
+    if not seg:
+        return []
+    speaking = {k for _, _, k in regions}
+    a, b = seg[0].begin_ms, seg[-1].end_ms
+    overlap = [max(0, min(b, hi) - max(a, lo)) for lo, hi in bounds]
+    top = max(range(len(bounds)), key=overlap.__getitem__)
+    if overlap[top] >= whole * max(1, sum(overlap)) and (top in speaking or not speaking):
+        return [top] * len(seg)
+
+    def locate(w: Word) -> int:
+        if not regions:
+            mid = (w.begin_ms + w.end_ms) / 2
+            return min(range(len(bounds)), key=lambda j: max(bounds[j][0] - mid, mid - bounds[j][1], 0))
+        best = max(regions, key=lambda r: min(w.end_ms, r[1]) - max(w.begin_ms, r[0]))
+        return best[2]  # the most overlapped, or (all negative) the nearest region's clip
+
+    return [locate(w) for w in seg]
+
+
+def _repetitive(words: list[Word]) -> bool:
+    text = "".join(w.text for w in words).encode()
+    return len(text) > 0 and len(text) / len(zlib.compress(text)) > REPETITIVE

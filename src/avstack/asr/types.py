@@ -1,0 +1,74 @@
+"""ASR values: settings, words, transcripts; the one place that resolves a requested language."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ASR_VERSION = 1  # bump when post-processing changes, so cached ASR is recomputed
+
+
+RATE = 16_000
+
+
+@dataclass(frozen=True)
+class AsrSettings:
+    model: str = "tiny.en"
+    device: str = "auto"  # auto | cpu | cuda
+    language: str = "auto"  # auto | en | zh | any Whisper code
+    beam_size: int = 5
+    vad: bool = True
+    simplified: bool = True  # Chinese in simplified characters
+    refine: bool = True  # snap word edges to speech-energy edges (benchmarks/asr_timing.py)
+
+    @property
+    def fixed_language(self) -> str | None:
+        """The language to decode in, or None to detect it ("auto")."""
+        return None if self.language in ("auto", "", None) else self.language
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str
+    begin_ms: int
+    end_ms: int
+    prob: float
+
+
+@dataclass(frozen=True)
+class Transcript:
+    model: str
+    language: str
+    words: tuple[Word, ...]
+    settings: AsrSettings
+    dropped: tuple[str, ...] = ()  # why text was discarded (guards), for provenance
+
+    @property
+    def text(self) -> str:
+        sep = "" if self.language == "zh" else " "
+        return sep.join(w.text for w in self.words)
+
+    def to_ecog(self) -> dict[str, Any]:
+        """The EcoG annotations shape, plus provenance."""
+        return {
+            "model": self.model,
+            "language": self.language,
+            "text": self.text,
+            "words": [
+                {"text": w.text, "begin_time": w.begin_ms, "end_time": w.end_ms, "prob": round(w.prob, 4)}
+                for w in self.words
+            ],
+            "engine": "faster-whisper",
+            "settings": asdict(self.settings),
+            "dropped": list(self.dropped),
+        }
+
+
+def language_setting(requested: str | None, clip_lang: str | None, model: str) -> str:
+    """The language setting for one clip, the one place "auto" is resolved: the language asked
+    for; else the clip's own (from its annotations); else English for an English-only model
+    (nothing to detect); else "auto" (Whisper detects it)."""
+    lang = clip_lang if (requested in (None, "auto") and clip_lang) else requested
+    if lang in (None, "auto") and model.endswith(".en"):
+        lang = "en"
+    return lang or "auto"

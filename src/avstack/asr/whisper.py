@@ -1,0 +1,154 @@
+"""Transcription with faster-whisper: one clip, a batch of clips (GPU), a file; every transcript
+through the same guards."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from .models import load_model
+from .refine import snap_to_regions, speech_present, voiced_regions
+from .text import collapse_repeats, group_chinese, sanitize, to_simplified
+from .types import RATE, AsrSettings, Transcript, Word
+
+REPETITIVE = 2.4  # zlib compression ratio above which text is a loop (Whisper's own threshold)
+
+
+def _segment_words(seg: Any, offset_s: float, dropped: list[str], whole_segment: bool = True) -> list[Word]:
+    """A segment's words in ms from `offset_s`; none when the segment looks hallucinated. A packed
+    segment spans several clips, which may well say the same thing: its repetition is judged per
+    clip (`_repetitive`), not here."""
+    if seg.no_speech_prob > 0.6 and seg.avg_logprob < -1.0:
+        dropped.append(f"no-speech segment: {seg.text.strip()!r}")
+        return []
+    if whole_segment and seg.compression_ratio > REPETITIVE:
+        dropped.append(f"repetitive segment: {seg.text.strip()[:60]!r}")
+        return []
+    return [
+        Word(
+            w.word, int(round((w.start - offset_s) * 1000)), int(round((w.end - offset_s) * 1000)), float(w.probability)
+        )
+        for w in seg.words or []
+    ]
+
+
+def _finish(
+    words: list[Word],
+    dropped: list[str],
+    language: str,
+    samples: np.ndarray,
+    s: AsrSettings,
+    regions: list[tuple[int, int]] | None = None,
+) -> Transcript:
+    """The guards every transcript goes through: script, grouping, clamping, loops, edges
+    (snapped to `regions`, the clip's voiced regions, found here when not given)."""
+    duration_ms = int(len(samples) * 1000 / RATE)
+    if language == "zh":
+        if s.simplified:
+            words = [Word(to_simplified(w.text), w.begin_ms, w.end_ms, w.prob) for w in words]
+        words = group_chinese(sanitize(words, duration_ms))
+    words = sanitize(words, duration_ms)
+    words, removed = collapse_repeats(words)
+    if removed:
+        dropped.append(f"repetition loop: {removed} words")
+    if s.refine:
+        words = snap_to_regions(words, voiced_regions(samples) if regions is None else regions)
+    return Transcript(s.model, language, tuple(words), s, tuple(dropped))
+
+
+def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Transcript:
+    """Words with times in ms from the start of `samples` (16 kHz mono float32)."""
+    s = settings or AsrSettings()
+    lang = s.fixed_language
+    if not speech_present(samples):
+        return Transcript(s.model, lang or "", (), s, ("no speech energy",))
+    segments, dropped, language = _transcribe_words(samples, s, lang)
+    return _finish([w for seg in segments for w in seg], dropped, language, samples, s)
+
+
+BATCH_MAX_S = 30  # one Whisper window per clip
+
+
+def _silent_apart(
+    clips: list[np.ndarray], s: AsrSettings, lang: str | None
+) -> tuple[list[Transcript | None], list[int]]:
+    """Empty transcripts for clips without speech energy (they never reach Whisper); the indices
+    of the others, still to transcribe."""
+    out: list[Transcript | None] = [
+        None if speech_present(c) else Transcript(s.model, lang or "", (), s, ("no speech energy",)) for c in clips
+    ]
+    return out, [i for i, t in enumerate(out) if t is None]
+
+
+def transcribe_batch(
+    clips: list[np.ndarray], settings: AsrSettings | None = None, batch_size: int = 16
+) -> list[Transcript]:
+    """Many clips through one model call, batched (BatchedInferencePipeline over the clips laid end to
+    end, one window each). Needs a fixed language and clips up to 30 s; else clips go one by one."""
+    s = settings or AsrSettings()
+    lang = s.fixed_language
+    if lang is None or any(len(c) > BATCH_MAX_S * RATE for c in clips):
+        return [transcribe(c, s) for c in clips]
+    from faster_whisper import BatchedInferencePipeline
+
+    out, todo = _silent_apart(clips, s, lang)
+    if not todo:
+        return [t for t in out if t is not None]
+    starts = np.cumsum([0] + [len(clips[i]) for i in todo]) / RATE
+    windows = [{"start": float(starts[k]), "end": float(starts[k + 1])} for k in range(len(todo))]
+    pipe = BatchedInferencePipeline(load_model(s.model, s.device))
+    segments, _ = pipe.transcribe(
+        np.concatenate([clips[i] for i in todo]).astype(np.float32),
+        language=lang,
+        beam_size=s.beam_size,
+        word_timestamps=True,
+        clip_timestamps=windows,
+        batch_size=batch_size,
+        temperature=[0.0, 0.2, 0.4],
+    )
+    words: dict[int, list[Word]] = {k: [] for k in range(len(todo))}
+    dropped: dict[int, list[str]] = {k: [] for k in range(len(todo))}
+    chunk_of = {int(starts[k] * 100): k for k in range(len(todo))}  # seek is the chunk offset in 10 ms frames
+    for seg in segments:
+        k = chunk_of.get(seg.seek)
+        if k is None:
+            k = min(int(np.searchsorted(starts, seg.start + 1e-3, side="right")) - 1, len(todo) - 1)
+        words[k].extend(_segment_words(seg, float(starts[k]), dropped[k]))
+    for k, i in enumerate(todo):
+        out[i] = _finish(words[k], dropped[k], lang, clips[i], s)
+    return [t for t in out if t is not None]
+
+
+def _transcribe_words(
+    samples: np.ndarray, s: AsrSettings, lang: str | None, packed: bool = False
+) -> tuple[list[list[Word]], list[str], str]:
+    """Whisper's words by segment (ms from the start of `samples`), what the guards dropped, the
+    language."""
+    model = load_model(s.model, s.device)
+    segments, info = model.transcribe(
+        samples,
+        language=lang,
+        beam_size=s.beam_size,
+        word_timestamps=True,
+        # in a pack the VAD would cut the pauses that keep the clips apart
+        vad_filter=s.vad and not packed,
+        condition_on_previous_text=False,
+        temperature=[0.0, 0.2, 0.4],
+        # clips saying the same thing compress well together: no resampling for that in a pack
+        compression_ratio_threshold=None if packed else REPETITIVE,
+    )
+    dropped: list[str] = []
+    kept = [_segment_words(seg, 0.0, dropped, not packed) for seg in segments]
+    return [words for words in kept if words], dropped, lang or info.language
+
+
+def transcribe_file(path: str | os.PathLike[str], settings: AsrSettings | None = None) -> Transcript:
+    from ..media import load_audio
+
+    samples = load_audio(path)
+    s = settings or AsrSettings()
+    if samples is None:
+        return Transcript(s.model, "", (), s, ("no audio track",))
+    return transcribe(samples, s)

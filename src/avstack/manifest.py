@@ -1,0 +1,179 @@
+"""The prepared folder's records: one typed `ClipRecord` per clip, the one place that knows the
+manifest's fields (`to_json` / `from_json`), and the readers of a prepared folder.
+
+A manifest is input like any other file: `from_json` checks every field's type and names the
+clip and the field it could not use; paths in it are resolved inside the prepared folder only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .io import DataError, inside, read_json, read_jsonl, write_jsonl_atomic
+
+
+@dataclass(frozen=True)
+class FrameRef:
+    """A sampled frame on disk: its display index (a label), true pts in ms, and JPEG path
+    relative to the prepared folder."""
+
+    index: int
+    pts_ms: int
+    path: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "pts_ms": self.pts_ms, "path": self.path}
+
+    @classmethod
+    def from_json(cls, d: Any, where: str) -> FrameRef:
+        if not isinstance(d, dict):
+            raise DataError(f"{where}: expected a frame object, found {type(d).__name__}")
+        index, pts, path = d.get("index"), d.get("pts_ms"), d.get("path")
+        ints = isinstance(index, int) and isinstance(pts, int) and _is_int(index) and _is_int(pts)
+        if ints and isinstance(index, int) and isinstance(pts, int) and isinstance(path, str):
+            return cls(index, pts, path)
+        raise DataError(f"{where}: expected index (int), pts_ms (int), path (str); found {d!r:.120}")
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# field -> (accepted check, what is expected); None is accepted for every optional field
+_CHECKS: dict[str, tuple[Any, str]] = {
+    "sha256": (lambda v: isinstance(v, str), "a string"),
+    "task_template": (lambda v: isinstance(v, str), "a string"),
+    "lang": (lambda v: isinstance(v, str), "a string"),
+    "scene": (lambda v: isinstance(v, str), "a string"),
+    "duration_ms": (_is_int, "an integer"),
+    "width": (lambda v: _is_int(v) and v > 0, "a positive integer"),
+    "height": (lambda v: _is_int(v) and v > 0, "a positive integer"),
+    "rotation": (_is_int, "an integer"),
+    "vfr": (lambda v: isinstance(v, bool), "true or false"),
+    "fps": (_is_num, "a number"),
+    "has_audio": (lambda v: isinstance(v, bool), "true or false"),
+    "decode_path": (lambda v: isinstance(v, str), "a string"),
+    "audio": (lambda v: isinstance(v, dict), "an object"),
+    "asr": (lambda v: isinstance(v, dict), "an object"),
+    "source_asr": (lambda v: isinstance(v, dict), "an object"),
+    "eval_gt": (lambda v: isinstance(v, dict), "an object"),
+    "error": (lambda v: isinstance(v, dict), "an object"),
+}
+
+
+@dataclass(frozen=True)
+class ClipRecord:
+    """One clip of a prepared folder; field order is the manifest's key order."""
+
+    clip_id: str
+    video: str
+    sha256: str | None = None
+    task_template: str | None = None
+    lang: str | None = None
+    scene: str | None = None
+    duration_ms: int | None = None
+    width: int | None = None  # as displayed (after rotation)
+    height: int | None = None
+    rotation: int | None = None
+    vfr: bool | None = None
+    fps: float | None = None
+    has_audio: bool | None = None
+    frames: tuple[FrameRef, ...] = ()
+    last_frame: FrameRef | None = None
+    decode_path: str | None = None
+    audio: dict[str, Any] | None = None
+    asr: dict[str, Any] | None = None
+    source_asr: dict[str, Any] | None = None
+    eval_gt: dict[str, Any] | None = None
+    error: dict[str, str] | None = None
+    # not in the manifest: whether prepare found this clip's frames in the cache
+    cache_hit: bool = field(default=False, compare=False, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def failed(self, exc: BaseException | str, kind: str | None = None) -> ClipRecord:
+        return replace(self, error=error_record(exc, kind))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "cache_hit":
+                continue
+            v = getattr(self, f.name)
+            if f.name == "frames":
+                v = [fr.to_json() for fr in v]
+            elif f.name == "last_frame" and v is not None:
+                v = v.to_json()
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_json(cls, d: Any, where: str = "manifest") -> ClipRecord:
+        """A record read from a file; DataError naming the clip and field when a field is unusable."""
+        if not isinstance(d, dict):
+            raise DataError(f"{where}: expected a clip object, found {type(d).__name__}")
+        cid = d.get("clip_id")
+        if not isinstance(cid, str) or not cid or not isinstance(d.get("video"), str):
+            raise DataError(f"{where}: clip_id and video must be non-empty strings; found {cid!r}")
+        where = f"{where}: clip {cid!r}"
+        kw: dict[str, Any] = {"clip_id": cid, "video": d["video"]}
+        for name, (check, expected) in _CHECKS.items():
+            v = d.get(name)
+            if v is not None and not check(v):
+                raise DataError(f"{where}: field {name!r} must be {expected}; found {v!r:.80}")
+            kw[name] = v
+        frames = d.get("frames") or []
+        if not isinstance(frames, list):
+            raise DataError(f"{where}: field 'frames' must be a list; found {type(frames).__name__}")
+        kw["frames"] = tuple(FrameRef.from_json(f, f"{where}: frames[{i}]") for i, f in enumerate(frames))
+        last = d.get("last_frame")
+        kw["last_frame"] = None if last is None else FrameRef.from_json(last, f"{where}: last_frame")
+        return cls(**kw)
+
+
+def error_record(exc: BaseException | str, kind: str | None = None) -> dict[str, str]:
+    if isinstance(exc, str):
+        return {"type": kind or "DataError", "message": exc}
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+MANIFEST = "manifest.jsonl"
+
+
+def load_manifest(prepared: str | Path) -> list[ClipRecord]:
+    """Every record of a prepared folder; a line that is not a usable record is a DataError
+    naming the file and line (a manifest is written whole, so a bad line means tampering)."""
+    path = Path(prepared) / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no manifest; run `avstack prepare DATA_ROOT --out {prepared}` first")
+    out = []
+    for lineno, rec in read_jsonl(path):
+        if isinstance(rec, DataError):
+            raise rec
+        out.append(ClipRecord.from_json(rec, f"{path}:{lineno}"))
+    return out
+
+
+def write_manifest(prepared: str | Path, records: list[ClipRecord]) -> None:
+    write_jsonl_atomic(Path(prepared) / MANIFEST, (r.to_json() for r in records))
+
+
+def data_root_of(prepared: str | Path) -> str | None:
+    """The data root recorded by prepare (where the original videos are), if any."""
+    meta = read_json(Path(prepared) / "prepare.json")
+    root = meta.get("data_root") if isinstance(meta, dict) else None
+    return root if isinstance(root, str) else None
+
+
+def frame_file(prepared: str | Path, frame: FrameRef, clip_id: str) -> Path:
+    """A frame's JPEG, which must lie inside the prepared folder."""
+    return inside(prepared, frame.path, f"clip {clip_id!r}: frame {frame.index}")

@@ -1,0 +1,177 @@
+"""EcoG's offline baselines, no key needed.
+
+`chance` and `deixis` read only what the request shows (`Request.meta["shown"]`, written by the
+prompt builder from the same values as the prompt text), so an ablation affects them exactly as
+it would a model. Only `oracle` looks at the ground truth.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from typing import Any
+
+import cv2
+import numpy as np
+
+from ...messages import Request
+from ...runners import Answer, Backend, BackendBase
+from .metrics import load_mask
+
+DEICTIC = {
+    "this",
+    "that",
+    "these",
+    "those",
+    "here",
+    "there",
+    "it",
+    "its",
+    "这",
+    "那",
+    "这个",
+    "那个",
+    "这里",
+    "那里",
+    "这儿",
+    "那儿",
+    "这边",
+    "那边",
+    "它",
+    "放这里",
+    "放那里",
+}
+DEFAULT_SPAN_MS = 5000
+
+
+def _rng(request: Request, seed: int) -> random.Random:
+    key = f"{seed}:{request.meta.get('clip_id', request.system)}"
+    return random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
+
+
+def _shown(request: Request) -> dict[str, Any]:
+    shown = request.meta.get("shown")
+    if not isinstance(shown, dict):
+        raise ValueError("this baseline answers EcoG requests (built by avstack.tasks.ecog.prompt)")
+    return shown
+
+
+def seen_span_ms(shown: dict[str, Any]) -> int:
+    """How long the clip looks: the last frame timestamp shown, else the last word, else a default."""
+    ends = [int(w["end_time"]) for w in shown["words"] if isinstance(w.get("end_time"), int)]
+    return max(list(shown["frame_ts"]) + ends, default=0) or DEFAULT_SPAN_MS
+
+
+def _guess(
+    rng: random.Random, roles: list[str], objects: list[str], spaces: list[str], times: list[int]
+) -> dict[str, Any]:
+    options, points = [], []
+    for role, ts in zip(roles, times):
+        pool = (objects if role == "target_object" else spaces) or objects + spaces or ["A"]
+        options.append(rng.choice(pool))
+        points.append({"type": role, "point": [rng.randint(0, 1000), rng.randint(0, 1000)], "timestamp": ts})
+    return {"selected_options": options, "point_list": points}
+
+
+class Chance(BackendBase):
+    """Uniform random option (of the role's kind), point and time, seeded per clip."""
+
+    name = "chance"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    def times(self, shown: dict[str, Any], rng: random.Random) -> list[int]:
+        span = seen_span_ms(shown)
+        return [rng.randint(0, span) for _ in shown["roles"]]
+
+    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+        shown = _shown(request)
+        times = self.times(shown, _rng(request, self.seed + 1))
+        # What/Where from their own stream, so every baseline guesses them alike
+        guess = _guess(_rng(request, self.seed), shown["roles"], shown["objects"], shown["spaces"], times)
+        return Answer(json.dumps(guess))
+
+
+class Deixis(Chance):
+    """When from the word times of deictic words, in order; What and Where at chance."""
+
+    name = "deixis"
+
+    def times(self, shown: dict[str, Any], rng: random.Random) -> list[int]:
+        words = [w for w in shown["words"] if "begin_time" in w and "end_time" in w]
+        deictic = [w for w in words if str(w.get("text", "")).strip(".,!?。，！？").lower() in DEICTIC]
+        times = super().times(shown, rng)
+        for i, w in enumerate(deictic[: len(times)]):
+            times[i] = (int(w["begin_time"]) + int(w["end_time"])) // 2
+        return times
+
+
+def _mask_point(mask: dict[str, Any], width: int, height: int) -> tuple[int, int] | None:
+    """A pixel inside the mask, nearest its centroid (full-frame or bbox-crop masks)."""
+    loaded = load_mask(mask, width, height)
+    if loaded is None:
+        return None
+    img, (x1, y1, x2, y2) = loaded
+    if img.shape != (height, width):
+        img = cv2.resize(img, (max(1, x2 - x1), max(1, y2 - y1)), interpolation=cv2.INTER_NEAREST)
+        full = np.zeros((height, width), np.uint8)
+        full[y1 : y1 + img.shape[0], x1 : x1 + img.shape[1]] = img[: height - y1, : width - x1]
+        img = full
+    ys, xs = np.nonzero(img > 128)
+    inside = (xs >= x1) & (xs <= x2) & (ys >= y1) & (ys <= y2)
+    ys, xs = ys[inside], xs[inside]
+    if not len(xs):
+        return None
+    i = int(np.argmin((xs - xs.mean()) ** 2 + (ys - ys.mean()) ** 2))
+    return int(xs[i]), int(ys[i])
+
+
+def _to_norm(px: int, size: int) -> float:
+    return (px + 0.5) * 1000 / size  # the scorer's int(x * size / 1000) gives px back
+
+
+def oracle_answer(eval_gt: dict[str, Any], width: int, height: int) -> dict[str, Any]:
+    """The prediction that scores 100%: each referent's option, a point inside it, its stroke midpoint."""
+    options, points = [], []
+    for ans in eval_gt.get("answer", []):
+        options.append(ans["choice"])
+        pt = _mask_point(ans["mask"], width, height) if ans.get("mask") else None
+        if pt is not None:
+            point = [_to_norm(pt[0], width), _to_norm(pt[1], height)]
+        else:
+            ys, xs = (
+                zip(*ans["points"]) if isinstance(ans["points"][0], list) else ([ans["points"][0]], [ans["points"][1]])
+            )
+            point = [sum(xs) / len(xs), sum(ys) / len(ys)]
+        ts = (ans["stroke_begin_time"] + ans["stroke_end_time"]) // 2
+        points.append({"point": point, "timestamp": ts})
+    return {"selected_options": options, "point_list": points}
+
+
+class Oracle(BackendBase):
+    """Answers from the ground truth: the whole pipeline must then score 100%."""
+
+    name = "oracle"
+
+    def answer(self, request: Request | None, truth: dict[str, Any] | None = None) -> Answer:
+        if not truth or "eval_gt" not in truth:
+            raise ValueError("oracle needs the clip's ground truth (eval_gt, width, height)")
+        return Answer(json.dumps(oracle_answer(truth["eval_gt"], truth["width"], truth["height"])))
+
+
+def _seed(name: str) -> int:
+    return int(name or 0)
+
+
+BASELINES: dict[str, Any] = {
+    "oracle": lambda name: Oracle(),
+    "chance": lambda name: Chance(_seed(name)),
+    "deixis": lambda name: Deixis(_seed(name)),
+}
+
+
+def baseline(name: str) -> Backend:
+    kind, _, arg = name.partition(":")
+    return BASELINES[kind](arg)

@@ -1,0 +1,103 @@
+"""EcoG runs: the requests of a prepared folder under one stack, run through the engine, scored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ...io import Progress, read_json_file, read_predictions, write_json_atomic
+from ...manifest import ClipRecord, data_root_of, load_manifest
+from ...messages import Request
+from ...run import RunSettings, WorkItem, run_items
+from ...runners import Backend
+from ...stacks import Stack
+from .data import GtClip
+from .parse import parse_answer
+from .prompt import PROMPT_VERSION, EcogOptions, build_request
+from .score import EcogResult, score
+
+
+def usable(record: ClipRecord) -> bool:
+    return record.ok and bool(record.eval_gt) and bool(record.width) and bool(record.height)
+
+
+def gt_of(record: ClipRecord) -> GtClip:
+    """Ground truth of a prepared clip, keyed by clip_id (unique across folders)."""
+    return GtClip(
+        video_name=record.clip_id,
+        task_template=record.task_template or "",
+        width=record.width or 0,
+        height=record.height or 0,
+        eval_gt=record.eval_gt or {},
+        lang=record.lang,
+        scene=record.scene,
+    )
+
+
+def requests_for(
+    prepared: Path, stack: Stack, options: EcogOptions = EcogOptions()
+) -> list[tuple[ClipRecord, Request]]:
+    root = data_root_of(prepared)
+    folder = str(Path(prepared).resolve())
+    return [(r, build_request(r, stack, folder, options, root)) for r in load_manifest(prepared) if usable(r)]
+
+
+def truth_of(record: ClipRecord) -> dict[str, Any]:
+    return {"eval_gt": record.eval_gt, "width": record.width, "height": record.height}
+
+
+def run(
+    prepared: str | Path,
+    backend: Backend,
+    stack: Stack,
+    out: str | Path,
+    settings: RunSettings | None = None,
+    options: EcogOptions = EcogOptions(),
+    cache_dir: Path | None = None,
+    backend_id: str | None = None,
+    progress: Progress | None = None,
+) -> Path:
+    """Answer every usable EcoG clip of a prepared folder; returns the predictions file."""
+    prepared = Path(prepared)
+    meta = {
+        "task": "ecog",
+        "stack": stack.name,
+        "variant": stack.variant,
+        "anchors": sorted(stack.anchors),
+        "dropped": list(stack.dropped),
+        "prompt_version": PROMPT_VERSION,
+        "prepared": str(prepared.resolve()),
+        "coord_order": options.coord_order,
+        "asr_source": options.asr_source or "default",
+    }
+    items = [WorkItem(r.clip_id, q, truth_of(r)) for r, q in requests_for(prepared, stack, options)]
+
+    def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
+        return parse_answer(text, options.coord_order)
+
+    return run_items(items, backend, out, parse, meta, settings, "video_name", cache_dir, backend_id, progress)
+
+
+def score_and_write(run_dir: str | Path, prepared: str | Path | None = None) -> tuple[str, EcogResult, dict[str, Any]]:
+    """Score a run folder once against its prepared folder (recorded in run.json unless given);
+    writes score.json; returns (label, result, score JSON)."""
+    run_dir = Path(run_dir)
+    meta = read_json_file(run_dir / "run.json", dict)
+    prepared = prepared if prepared is not None else meta.get("prepared")
+    if not isinstance(prepared, (str, Path)):
+        raise ValueError(f"{run_dir / 'run.json'}: no 'prepared' folder recorded")
+    clips = [gt_of(r) for r in load_manifest(prepared) if usable(r)]
+    result = score(clips, read_predictions(run_dir / "predictions.jsonl"))
+    js = result.to_json()
+    write_json_atomic(run_dir / "score.json", js)
+    return f"{meta.get('backend')} {meta.get('stack')}", result, js
+
+
+def score_run(prepared: str | Path, run_dir: str | Path) -> dict[str, Any]:
+    """The score JSON of a run (also written to RUN_DIR/score.json)."""
+    return score_and_write(run_dir, prepared)[2]
+
+
+def load_run(run_dir: str | Path) -> tuple[str, EcogResult, dict[str, Any]]:
+    """(label, result, score json) of a finished run folder, scored once."""
+    return score_and_write(run_dir)

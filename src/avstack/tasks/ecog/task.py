@@ -1,0 +1,52 @@
+"""EcoG-Bench as a task: its layout, baselines, run, score and report, for the registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...io import read_predictions
+from ...runners import make_backend
+from ...stacks import make_stack
+from ...tables import Report
+from .. import Outcome, RunJob, Task
+from .baselines import BASELINES
+from .data import load_gt
+from .layout import ecog_layout
+from .prompt import EcogOptions
+from .report import summary_table, write_report
+from .runs import load_run, run, score_and_write
+from .score import score
+
+
+def run_job(job: RunJob) -> Outcome:
+    a = job.args
+    if a.get("prepared") is None:
+        raise ValueError("--task ecog needs the PREPARED folder argument")
+    stack = make_stack(a.get("variant", "full"), a.get("drop", ()))
+    options = EcogOptions(a.get("coord_order", "xy"), a.get("asr"))
+    backend = make_backend(job.model, BASELINES, **job.backend_options)
+    run(a["prepared"], backend, stack, job.out, job.settings, options, None, job.model, job.progress)
+    _, _, js = score_and_write(job.out, a["prepared"])
+    return Outcome(summary_table(js), result=js)
+
+
+def score_files(gt: Path, pred: Path) -> Outcome:
+    clips, gt_errors = load_gt(gt)
+    preds = read_predictions(pred)
+    js = score(clips, preds, gt_errors).to_json()
+    return Outcome(summary_table(js), tuple(f"  GT ERROR {p}" for p in gt_errors), result=js)
+
+
+def report(runs: list[Path], out: Path) -> Report:
+    return write_report([load_run(r) for r in runs], out)
+
+
+TASK = Task(
+    name="ecog",
+    description="EcoG-Bench: What / Where / When per referent from egocentric co-speech clips",
+    baselines=BASELINES,
+    layouts=(ecog_layout,),
+    run=run_job,
+    score=score_files,
+    report=report,
+)

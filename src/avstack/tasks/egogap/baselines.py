@@ -1,0 +1,46 @@
+"""EgoGap's offline baselines: `oracle` (the correct letter) and `chance` (a letter as shown)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from typing import Any
+
+from ...messages import Request
+from ...runners import Answer, BackendBase
+
+
+def _rng(request: Request, seed: int) -> random.Random:
+    key = f"{seed}:{request.meta.get('clip_id', request.system)}"
+    return random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
+
+
+class Chance(BackendBase):
+    """A uniform letter among the options the request shows (`Request.meta["letters"]`), seeded per item."""
+
+    name = "chance"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+        letters = request.meta.get("letters")
+        if not letters:
+            raise ValueError("this baseline answers EgoGap requests (built by avstack.tasks.egogap.stack)")
+        return Answer(json.dumps({"answer": _rng(request, self.seed).choice(letters), "rationale": "chance"}))
+
+
+class Oracle(BackendBase):
+    name = "oracle"
+
+    def answer(self, request: Request | None, truth: dict[str, Any] | None = None) -> Answer:
+        if not truth or "correct_letter" not in truth:
+            raise ValueError("oracle needs the item's correct_letter")
+        return Answer(json.dumps({"answer": truth["correct_letter"], "rationale": "oracle"}))
+
+
+BASELINES: dict[str, Any] = {
+    "oracle": lambda name: Oracle(),
+    "chance": lambda name: Chance(int(name or 0)),
+}

@@ -1,0 +1,63 @@
+"""EgoGapBench as a task: baselines, run, score and report, for the registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...io import read_predictions
+from ...runners import make_backend
+from ...tables import Report, markdown_table
+from .. import Outcome, RunJob, Task
+from .baselines import BASELINES
+from .data import load_bundles
+from .report import load_egogap_run, score_rows, write_egogap_report
+from .runs import run_egogap, score_egogap_run
+from .score import score
+from .stack import EgoGapStack
+
+
+def run_job(job: RunJob) -> Outcome:
+    a = job.args
+    if a.get("bundles") is None:
+        raise ValueError("--task egogap needs --bundles B.jsonl (and --images DIR unless --variant text)")
+    variant = a.get("variant", "image")
+    stack = EgoGapStack(
+        a.get("style", "default"),
+        "image" if variant == "full" else variant,
+        a.get("options", "all"),
+        a.get("shuffle_seed"),
+        a.get("max_side", 512),
+    )
+    backend = make_backend(job.model, BASELINES, **job.backend_options)
+    run_egogap(a["bundles"], backend, stack, job.out, a.get("images"), job.settings, job.model, progress=job.progress)
+    result = score_egogap_run(job.out)
+    notes: tuple[str, ...] = ()
+    failed = [i for i in result["items"] if str(i["error"] or "").startswith("failed: input")]
+    if failed:
+        notes = (f"{len(failed)} items had input errors (see predictions.jsonl), e.g. {failed[0]['error']}",)
+    return Outcome(markdown_table(*score_rows([(job.model, stack.name, result)])), notes, result=result)
+
+
+def score_files(bundles: Path, pred: Path) -> Outcome:
+    result = score(load_bundles(bundles), read_predictions(pred))
+    c = result["counts"]
+    table = markdown_table(*score_rows([(pred.name, bundles.name, result)]))
+    summary = f"{table}\nitems {c['items']}, missing {c['missing_predictions']}, unparsed {c['unparsed']}"
+    return Outcome(summary, result=result)
+
+
+def report(runs: list[Path], out: Path) -> Report:
+    for r in runs:
+        score_egogap_run(r)
+    return write_egogap_report([load_egogap_run(r) for r in runs], out)
+
+
+TASK = Task(
+    name="egogap",
+    description="EgoGapBench: egocentric action selection, image multiple choice",
+    baselines=BASELINES,
+    layouts=(),
+    run=run_job,
+    score=score_files,
+    report=report,
+)

@@ -1,0 +1,51 @@
+"""The core knows no benchmark: no module of avstack/*.py, avstack/runners/ or avstack/asr/ imports
+avstack.tasks, statically or by importing it."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "avstack"
+CORE = sorted([*SRC.glob("*.py"), *(SRC / "runners").glob("*.py"), *(SRC / "asr").glob("*.py")])
+
+
+def _imports(path: Path) -> list[str]:
+    """Absolute names of every module a file imports (relative imports resolved)."""
+    package = ["avstack", *path.relative_to(SRC).parent.parts]
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            mod = ".".join([*base, node.module] if node.module else base)
+            names += [mod] + [f"{mod}.{a.name}" for a in node.names]
+    return names
+
+
+def test_core_modules_never_import_tasks():
+    assert len(CORE) > 15
+    offenders = {
+        p.relative_to(SRC).as_posix(): [n for n in _imports(p) if n == "avstack.tasks" or n.startswith("avstack.tasks.")]
+        for p in CORE
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_check_sees_a_relative_import_of_tasks(tmp_path):
+    fake = SRC / "runners" / "_probe_for_layering_test.py"
+    fake.write_text("from ..tasks.ecog import score\n")
+    try:
+        assert "avstack.tasks.ecog" in _imports(fake)
+    finally:
+        fake.unlink()
+
+
+def test_importing_the_core_loads_no_task():
+    mods = [f"avstack.{p.relative_to(SRC).with_suffix('').as_posix().replace('/', '.')}" for p in CORE]
+    mods = [m.removesuffix(".__init__") for m in mods]
+    code = "import sys\n" + "".join(f"import {m}\n" for m in mods)
+    code += "print(sorted(m for m in sys.modules if m.startswith('avstack.tasks')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
