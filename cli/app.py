@@ -38,7 +38,9 @@ def progress(items: Iterable[T], total: int, label: str = "clips") -> Iterable[T
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
+    from avstack.secrets import scrub
+
+    typer.echo(f"error: {scrub(message)}", err=True)
     raise typer.Exit(code)
 
 

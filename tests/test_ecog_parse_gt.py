@@ -52,6 +52,6 @@ def test_ecog_gt_command_names_bad_clips_and_keeps_the_rest(sample_root, tmp_pat
     assert res.exit_code == 1
     lines = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
     assert len(lines) == 6 and {r["level"] for r in lines} == {"L1", "L2", "L3", "L4"}
-    rot = next(r for r in lines if r["video_name"] == "l3_put.MOV")
+    rot = next(r for r in lines if r["video_name"] == "指令3/l3_put.MOV")  # the clip id runs use
     assert (rot["width"], rot["height"]) == (360, 640)  # displayed size of the rotated clip
     assert name in res.stderr and "does not decode" in res.stderr

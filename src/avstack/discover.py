@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .io import DataError
+from .manifest import ClipRecord
 
 VIDEO_SUFFIXES = (".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi")
 
@@ -28,6 +29,9 @@ class ClipJob:
     eval_gt: dict[str, Any] | None = None
     problem: str | None = None
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    # the task's check of a prepared record (e.g. masks against the frame size); a module-level
+    # function, so it travels to worker processes
+    check: Callable[[ClipRecord], str | None] | None = field(default=None, compare=False)
 
 
 # A layout returns the clip jobs of a root it recognises, or None when the root is not its kind.

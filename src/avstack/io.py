@@ -7,7 +7,9 @@ could not use. Writers never leave a half-written file where a complete one is e
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -72,6 +74,12 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
 
 def write_jsonl_atomic(path: str | os.PathLike[str], records: Iterable[Any]) -> None:
     atomic_write(path, "".join(json_line(r) for r in records).encode())
+
+
+def write_csv_atomic(path: str | os.PathLike[str], rows: Iterable[Iterable[Any]]) -> None:
+    buf = io.StringIO(newline="")
+    csv.writer(buf).writerows(rows)
+    atomic_write(path, buf.getvalue().encode())
 
 
 def read_json(path: str | os.PathLike[str]) -> Any | None:
@@ -200,15 +208,19 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def inside(base: str | os.PathLike[str], rel: Any, what: str) -> Path:
-    """`base/rel` when `rel` is a relative path that stays inside `base` (symlinks resolved);
-    DataError naming `what` otherwise. For every path read from a manifest, run or bundle."""
+def inside(base: str | os.PathLike[str], rel: Any, what: str, links: bool = False) -> Path:
+    """`base/rel` when `rel` is a relative path that stays inside `base`; DataError naming `what`
+    otherwise. For every path read from a manifest, run or bundle. With `links=True` the name may
+    lead through links the user made inside `base` (a data root's linked videos); else the
+    resolved path must stay inside too."""
     if not isinstance(rel, str) or not rel:
         raise DataError(f"{what}: expected a relative path, found {rel!r}")
     p = Path(rel)
     root = Path(base).resolve()
     if p.is_absolute() or ".." in p.parts:
         raise DataError(f"{what}: path {rel!r} escapes {root}")
+    if links:
+        return root / p
     full = (root / p).resolve()
     if not full.is_relative_to(root):
         raise DataError(f"{what}: path {rel!r} resolves outside {root}")

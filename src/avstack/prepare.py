@@ -335,6 +335,8 @@ def prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
             decode_path=fr["decode_path"],
             cache_hit=fr["cache_hit"],
         )
+        if job.check is not None and (problem := job.check(rec)):
+            return rec.failed(problem)
         if "audio" in s.anchors or "asr" in s.anchors:
             audio = audio_stage(job, sha, out)
             rec = replace(rec, audio=audio)

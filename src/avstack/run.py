@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -22,6 +23,15 @@ from . import __version__
 from .io import DataError, JsonlAppender, Progress, read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 from .messages import Request
 from .runners import Backend, FatalError, TransientError
+from .secrets import Scrubber
+
+# errors that say nothing about the item: a rerun asks again (legacy runs stored them as answers)
+_NOT_FINAL = re.compile(r"^(transient|.*HTTP (401|403|404)\b)")
+
+
+def is_final(error: Any) -> bool:
+    """Whether a recorded answer with this error stands (a rerun does not ask again)."""
+    return not _NOT_FINAL.match(str(error or ""))
 
 
 @dataclass(frozen=True)
@@ -53,7 +63,8 @@ class AnswerCache:
         if self.folder is None:
             return None
         hit = read_json(self.folder / f"{key}.json")
-        return hit if isinstance(hit, dict) and {"raw", "usage", "error"} <= set(hit) else None
+        ok = isinstance(hit, dict) and {"raw", "usage", "error"} <= set(hit) and is_final(hit["error"])
+        return hit if ok else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         if self.folder is not None:
@@ -61,9 +72,26 @@ class AnswerCache:
 
 
 def ask_with_retries(
-    backend: Backend, req: Request, truth: dict[str, Any], s: RunSettings, sleep: Callable[[float], None] = time.sleep
+    backend: Backend,
+    req: Request,
+    truth: dict[str, Any],
+    s: RunSettings,
+    sleep: Callable[[float], None] = time.sleep,
+    scrubber: Scrubber | None = None,
 ) -> tuple[str | None, dict[str, Any], str | None, int]:
-    """(text, usage, error, attempts). Transient failures back off exponentially with jitter."""
+    """(text, usage, error, attempts), every string scrubbed of secrets before anyone sees it.
+    Transient failures back off exponentially with jitter; a FatalError propagates (scrubbed)."""
+    scrub = (scrubber or Scrubber(backend.secrets())).scrub
+    try:
+        text, usage, error, attempts = _ask(backend, req, truth, s, sleep)
+    except FatalError as exc:
+        raise FatalError(scrub(str(exc))) from None
+    return scrub(text), scrub(usage), scrub(error), attempts
+
+
+def _ask(
+    backend: Backend, req: Request, truth: dict[str, Any], s: RunSettings, sleep: Callable[[float], None]
+) -> tuple[str | None, dict[str, Any], str | None, int]:
     last = ""
     for attempt in range(1, s.retries + 2):
         try:
@@ -110,7 +138,7 @@ def _load_final(path: Path, id_field: str) -> dict[str, dict[str, Any]]:
     for _, rec in read_jsonl(path):
         if isinstance(rec, DataError) or not isinstance(rec, dict) or not isinstance(rec.get(id_field), str):
             continue  # a line cut by a kill, or not ours: that item is asked again
-        if not str(rec.get("error") or "").startswith("transient"):
+        if is_final(rec.get("error")):
             done[rec[id_field]] = rec
         else:
             done.pop(rec[id_field], None)
@@ -142,9 +170,11 @@ def run_items(
     # rewrite without superseded or half lines, so the file holds one final line per item
     write_jsonl_atomic(pred_path, done.values())
     bid: str = backend_id or str(getattr(backend, "name", "backend"))
+    scrubber = Scrubber(backend.secrets())
     write_json_atomic(
         out / "run.json",
-        {"avstack_version": __version__, "backend": bid, "backend_settings": _settings_of(backend)} | meta,
+        scrubber.scrub({"avstack_version": __version__, "backend": bid, "backend_settings": _settings_of(backend)})
+        | meta,
     )
     todo = [it for it in items if it.id not in done]
     cache = AnswerCache(cache_dir)
@@ -162,11 +192,14 @@ def run_items(
             key = request_key(bid, item.request)
             hit = cache.get(key)
             if hit is None:
-                text, usage, error, attempts = ask_with_retries(backend, item.request, item.truth, s)
-                if error is None or not error.startswith("transient"):
+                text, usage, error, attempts = ask_with_retries(
+                    backend, item.request, item.truth, s, scrubber=scrubber
+                )
+                if is_final(error):
                     cache.put(key, {"raw": text, "usage": usage, "error": error})
             else:
-                text, usage, error, attempts = hit["raw"], hit["usage"], hit["error"], 0
+                text, usage, error = scrubber.scrub((hit["raw"], hit["usage"], hit["error"]))
+                attempts = 0
         pred, perr = parse(text, item) if text is not None else ({}, None)
         rec = {
             id_field: item.id,

@@ -48,6 +48,10 @@ class Backend(Protocol):
         """Release what the run held (uploads, connections)."""
         ...
 
+    def secrets(self) -> list[str]:
+        """Values that must never be stored or printed (the key it was given)."""
+        ...
+
 
 class BackendBase:
     """Defaults for the Backend protocol's bookkeeping methods."""
@@ -59,6 +63,9 @@ class BackendBase:
 
     def close(self) -> None:
         return None
+
+    def secrets(self) -> list[str]:
+        return []
 
 
 class MissingExtra(ImportError):

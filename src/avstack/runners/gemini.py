@@ -49,12 +49,16 @@ class Gemini(BackendBase):
         options: dict[str, Any] = {"timeout": int(timeout * 1000)}
         if self.base_url:
             options["base_url"] = self.base_url
+        self._key = key or ""
         self._client = genai.Client(api_key=key, http_options=self._types.HttpOptions(**options))
         self._uploads: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:  # never show the key
         return f"Gemini(model={self.model!r})"
+
+    def secrets(self) -> list[str]:
+        return [self._key] if self._key else []
 
     def settings(self) -> dict[str, Any]:
         return {

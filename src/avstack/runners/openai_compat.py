@@ -114,6 +114,9 @@ class OpenAICompat(BackendBase):
         usage = resp.usage.model_dump(exclude_none=True) if getattr(resp, "usage", None) else {}
         return Answer(text or "", usage)
 
+    def secrets(self) -> list[str]:
+        return [self._key] if self._key else []
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()

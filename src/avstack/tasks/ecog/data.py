@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ...io import DataError, load_records, read_json_file
+from .validate import eval_gt_problem, masks_problem
 
 INSTRUCTIONS = tuple(f"指令{i}" for i in range(1, 7))
 LEVEL_OF = {"指令1": "L1", "指令2": "L2", "指令3": "L3", "指令4": "L3", "指令5": "L4", "指令6": "L4"}
@@ -45,6 +46,10 @@ class GtClip:
 
     @classmethod
     def from_json(cls, rec: dict[str, Any], where: str = "") -> GtClip:
+        for key in ("lang", "scene"):
+            if rec.get(key) is not None and not isinstance(rec[key], str):
+                name = rec.get("video_name")
+                raise DataError(f"{where}clip {name!r}: {key} must be a string, found {rec[key]!r:.40}")
         try:
             return cls(
                 video_name=str(rec["video_name"]),
@@ -73,7 +78,11 @@ def load_gt(path: str | Path) -> tuple[list[GtClip], list[str]]:
         try:
             if not isinstance(rec, dict):
                 raise DataError(f"{path}: item {i}: expected an object, found {type(rec).__name__}")
-            clips.append(GtClip.from_json(rec, where=f"{path}: "))
+            clip = GtClip.from_json(rec, where=f"{path}: ")
+            problem = eval_gt_problem(clip.eval_gt) or masks_problem(clip.eval_gt, clip.width, clip.height)
+            if problem:
+                raise DataError(f"{path}: clip {clip.video_name!r}: {problem}")
+            clips.append(clip)
         except DataError as exc:
             errors.append(str(exc))
     return clips, errors
@@ -95,12 +104,11 @@ def load_annotations(folder: Path) -> list[dict[str, Any]]:
 
 
 def safe_video_path(root: Path, folder: Path, video_name: Any) -> Path:
-    """The clip file, refusing names that escape the data root."""
+    """The clip file named by an annotation: a relative name without `..`, below its folder. The
+    rule for links is the plain-folder rule: links the user made inside the data root (a linked
+    video, a linked task folder) are followed; a name read from a file never climbs out."""
     if not isinstance(video_name, str) or not video_name:
         raise DataError(f"{folder}: video_name must be a non-empty string, found {video_name!r}")
     if Path(video_name).is_absolute() or ".." in Path(video_name).parts:
         raise DataError(f"{video_name!r} in {folder}: path escapes the data root {root}")
-    path = (folder / video_name).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise DataError(f"{video_name!r} in {folder}: path escapes the data root {root}")
-    return path
+    return (folder / video_name).absolute()

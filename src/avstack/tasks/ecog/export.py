@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...io import write_jsonl_atomic
+from ...io import DataError, write_jsonl_atomic
 from ...manifest import ClipRecord
 from ...messages import Request, Video, flat_prompt, render, to_openai
 from ...stacks import Stack
@@ -14,6 +14,10 @@ from .prompt import EcogOptions
 from .runs import requests_for
 
 FORMATS = ("openai-batch", "jsonl", "hf")
+
+
+def _more(problems: list[Any]) -> str:
+    return f" (and {len(problems) - 5} more clips)" if len(problems) > 5 else ""
 
 
 def generic_row(record: ClipRecord, req: Request, stack: Stack) -> dict[str, Any]:
@@ -48,7 +52,9 @@ def export(
     if fmt not in FORMATS:
         raise ValueError(f"--to must be one of {', '.join(FORMATS)}; found {fmt!r}")
     out = Path(out)
-    pairs = requests_for(Path(prepared), stack, options)
+    pairs, problems = requests_for(Path(prepared), stack, options)
+    if problems:  # never export what a manifest points at outside its folder
+        raise DataError("; ".join(f"{r.clip_id}: {why}" for r, why in problems[:5]) + _more(problems))
     if fmt == "openai-batch":
         path = out / "batch.jsonl"
         write_jsonl_atomic(
@@ -108,7 +114,9 @@ def write_stacks(
     media: str = "path",
 ) -> int:
     """The rendered request of every usable clip under one stack, one JSON line each; returns the count."""
-    pairs = requests_for(Path(prepared), stack, options)
+    pairs, problems = requests_for(Path(prepared), stack, options)
+    if problems:
+        raise DataError("; ".join(f"{r.clip_id}: {why}" for r, why in problems[:5]) + _more(problems))
     lines = [
         {
             "clip_id": rec.clip_id,

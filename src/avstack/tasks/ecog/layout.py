@@ -8,6 +8,7 @@ from pathlib import Path
 from ...discover import ClipJob, rel_path
 from ...io import DataError, read_json_file
 from .data import INSTRUCTIONS, load_annotations, safe_video_path
+from .validate import annotation_problem, check_record, eval_gt_problem
 
 
 def instruction_dirs(root: str | Path) -> list[Path]:
@@ -55,6 +56,8 @@ def _folder_jobs(root: Path, folder: Path, lang: str | None) -> list[ClipJob]:
             problem = gt_problem
         elif name not in eval_gt:
             problem = f"{name!r}: no entry in {folder / 'eval_gt.json'}"
+        elif bad := annotation_problem(rec) or eval_gt_problem(eval_gt[name]):
+            problem = f"{name!r} in {folder.name}: {bad}"
         rel = rel_path(root, folder) + "/" + str(name)
         jobs.append(
             ClipJob(
@@ -68,6 +71,7 @@ def _folder_jobs(root: Path, folder: Path, lang: str | None) -> list[ClipJob]:
                 eval_gt=eval_gt.get(name) if isinstance(eval_gt.get(name), dict) else None,
                 problem=problem,
                 meta={"id": rec.get("id")},
+                check=check_record,
             )
         )
     return jobs

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ...io import inside
 from ...manifest import ClipRecord, frame_file
 from ...messages import Image, Part, Request, Text, Video
 from ...stacks import Stack
@@ -254,6 +255,7 @@ def build_request(
     if stack.has("video"):
         if data_root is None:
             raise ValueError("the video variant needs the data root (recorded in prepare.json)")
+        inside(data_root, record.video, f"clip {record.clip_id!r}: video", links=True)  # a manifest is input too
         parts.append(Video(f"{data_root}/{record.video}"))
     elif stack.has("frames"):
         parts += frame_parts(record, stack, lang, prepared_dir)

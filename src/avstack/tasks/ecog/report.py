@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any
 
+from ...io import write_csv_atomic
 from ...tables import Report, markdown_table, write_markdown
 from .analysis import BOTTLENECKS, bottlenecks, by_object_size, calibration, level_table, timestamp_errors
 from .metrics import METRICS
@@ -92,8 +92,7 @@ def write_report(runs: list[Run], out_dir: str | Path) -> Report:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     header, rows = delta_rows([(label, js) for label, _, js in runs])
-    with open(out / "delta.csv", "w", newline="", encoding="utf-8") as fh:
-        csv.writer(fh).writerows([header, *rows])
+    write_csv_atomic(out / "delta.csv", [header, *rows])
     head = [
         "# avstack report",
         "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...io import Progress, read_json_file, read_predictions, write_json_atomic
+from ...io import DataError, Progress, read_json_file, read_predictions, write_json_atomic
 from ...manifest import ClipRecord, data_root_of, load_manifest
 from ...messages import Request
 from ...run import RunSettings, WorkItem, run_items
@@ -36,10 +36,20 @@ def gt_of(record: ClipRecord) -> GtClip:
 
 def requests_for(
     prepared: Path, stack: Stack, options: EcogOptions = EcogOptions()
-) -> list[tuple[ClipRecord, Request]]:
+) -> tuple[list[tuple[ClipRecord, Request]], list[tuple[ClipRecord, str]]]:
+    """The request of every usable clip, and the clips whose record cannot make one (a frame path
+    that leaves the prepared folder, ...) with the reason: a manifest is input too."""
     root = data_root_of(prepared)
     folder = str(Path(prepared).resolve())
-    return [(r, build_request(r, stack, folder, options, root)) for r in load_manifest(prepared) if usable(r)]
+    pairs, problems = [], []
+    for r in load_manifest(prepared):
+        if not usable(r):
+            continue
+        try:
+            pairs.append((r, build_request(r, stack, folder, options, root)))
+        except (DataError, ValueError) as exc:
+            problems.append((r, str(exc)))
+    return pairs, problems
 
 
 def truth_of(record: ClipRecord) -> dict[str, Any]:
@@ -70,7 +80,9 @@ def run(
         "coord_order": options.coord_order,
         "asr_source": options.asr_source or "default",
     }
-    items = [WorkItem(r.clip_id, q, truth_of(r)) for r, q in requests_for(prepared, stack, options)]
+    pairs, problems = requests_for(prepared, stack, options)
+    items = [WorkItem(r.clip_id, q, truth_of(r)) for r, q in pairs]
+    items += [WorkItem(r.clip_id, None, truth_of(r), error=f"input: {why}") for r, why in problems]
 
     def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
         return parse_answer(text, options.coord_order)

@@ -75,13 +75,19 @@ def item_from_json(raw: dict[str, Any], bundle: dict[str, Any], where: str) -> I
         )
     except KeyError as exc:
         raise EgoGapDataError(f"{where}: missing field {exc.args[0]!r}") from None
+    except (TypeError, AttributeError) as exc:  # a field of the wrong type (options not an object, ...)
+        raise EgoGapDataError(f"{where}: a field has the wrong type ({exc})") from None
 
 
 def load_bundles(path: str | Path) -> list[Item]:
     """Every item of a `*.bundles.jsonl` file, in file order."""
     path = Path(path)
     items: list[Item] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise EgoGapDataError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -91,12 +97,23 @@ def load_bundles(path: str | Path) -> list[Item]:
         if not isinstance(bundle, dict) or not isinstance(bundle.get("mcq_items"), list):
             raise EgoGapDataError(f"{path}:{n}: expected a bundle object with an 'mcq_items' list")
         for j, raw in enumerate(bundle["mcq_items"]):
+            if not isinstance(raw, dict):
+                raise EgoGapDataError(f"{path}:{n}: mcq_items[{j}] must be an object, found {raw!r:.40}")
             items.append(item_from_json(raw, bundle, f"{path}:{n} item {raw.get('uid', j)}"))
     uids = [i.uid for i in items]
     if len(set(uids)) != len(uids):
         dup = next(u for u in uids if uids.count(u) > 1)
         raise EgoGapDataError(f"{path}: item uid {dup!r} appears more than once")
     return items
+
+
+def relative_name(item: Item) -> str:
+    """The item's image name as written into an export without an image folder: it must be a
+    relative path that does not climb (`..`), since the file is read by someone else's loader."""
+    name = Path(item.file_name)
+    if not item.file_name or name.is_absolute() or ".." in name.parts:
+        raise EgoGapDataError(f"item {item.uid}: image path {item.file_name!r} must be relative, without '..'")
+    return item.file_name
 
 
 def image_path(item: Item, images: str | Path) -> Path:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ...io import atomic_write
-from .data import EgoGapDataError, Item, image_path
+from .data import EgoGapDataError, Item, image_path, relative_name
 from .prompt import build_prompt
 
 
@@ -64,7 +64,7 @@ def export_ms_swift(
     problems = []
     for item in items:
         try:
-            img = str(image_path(item, images)) if images else item.file_name
+            img = str(image_path(item, images)) if images else relative_name(item)
         except EgoGapDataError as exc:
             problems.append(str(exc))
             continue

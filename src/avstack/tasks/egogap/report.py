@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import csv
 import itertools
 import math
 from pathlib import Path
 from typing import Any
 
-from ...io import read_json_file
+from ...io import read_json_file, write_csv_atomic
 from ...tables import Report, markdown_table, write_markdown
 from .score import GROUPS, spearman
 
@@ -89,8 +88,7 @@ def write_egogap_report(runs: list[tuple[str, str, dict[str, Any]]], out_dir: st
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     header, rows = score_rows(runs)
-    with open(out / "scores.csv", "w", newline="", encoding="utf-8") as fh:
-        csv.writer(fh).writerows([header, *rows])
+    write_csv_atomic(out / "scores.csv", [header, *rows])
     pub_cols = [*GROUPS, "motor_intrusion", "off_vantage"]
     pub = [[name, *(f"{v[c]:.1f}" if c in v else "" for c in pub_cols)] for name, v in PUBLISHED]
     md = [
