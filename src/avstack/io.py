@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import struct
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -62,6 +63,52 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_wav_float(path: str | os.PathLike[str], chunks: Iterable[Any], rate: int) -> tuple[int, str]:
+    """Mono float32 samples streamed into a WAV file (IEEE float), written atomically; returns
+    (sample count, sha256 of the file). The header holds only format and sizes (no PEAK chunk
+    with a write time, as libsndfile adds), so the same samples give the same bytes: the file's
+    hash can key a cache on any machine."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _output_error(path, exc) from None
+    try:
+        n = 0
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(_wav_header(0, rate))
+            for chunk in chunks:
+                data = chunk.astype("<f4", copy=False).tobytes()
+                fh.write(data)
+                n += len(data) // 4
+            fh.seek(0)
+            fh.write(_wav_header(n, rate))
+        os.chmod(tmp, _FILE_MODE)
+        digest = sha256_file(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise _output_error(path, exc) from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return n, digest
+
+
+def _wav_header(n_samples: int, rate: int) -> bytes:
+    data = 4 * n_samples
+    fmt = struct.pack("<HHIIHHH", 3, 1, rate, 4 * rate, 4, 32, 0)  # IEEE float, mono, 32-bit, cbSize 0
+    fact = struct.pack("<I", n_samples)
+    riff = 4 + (8 + len(fmt)) + (8 + len(fact)) + (8 + data)
+    return (
+        b"RIFF" + struct.pack("<I", riff) + b"WAVE"
+        + b"fmt " + struct.pack("<I", len(fmt)) + fmt
+        + b"fact" + struct.pack("<I", len(fact)) + fact
+        + b"data" + struct.pack("<I", data)
+    )
 
 
 def json_line(obj: Any) -> str:

@@ -496,27 +496,43 @@ def all_frame_times(path: str | os.PathLike[str]) -> list[int]:
         return out
 
 
-def load_audio(path: str | os.PathLike[str], rate: int = AUDIO_RATE) -> np.ndarray | None:
-    """First audio stream as mono float32 at `rate` Hz; None when the clip has no audio."""
+def has_audio(path: str | os.PathLike[str]) -> bool:
+    with _open_any(path) as container:
+        return bool(container.streams.audio)
+
+
+@contextmanager
+def _open_any(path: str | os.PathLike[str]) -> Iterator[av.container.InputContainer]:
     try:
         container = av.open(str(path))
     except (av.FFmpegError, OSError) as exc:
         raise MediaError(f"{path}: cannot open ({exc})") from exc
     try:
+        yield container
+    finally:
+        container.close()
+
+
+def iter_audio(path: str | os.PathLike[str], rate: int = AUDIO_RATE) -> Iterator[np.ndarray]:
+    """The first audio stream as mono float32 chunks at `rate` Hz, as they are decoded (nothing
+    is held beyond one chunk); no chunk at all when the clip has no audio stream."""
+    with _open_any(path) as container:
         if not container.streams.audio:
-            return None
+            return
         resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
-        chunks = []
         try:
             for frame in container.decode(audio=0):
                 for out in resampler.resample(frame):
-                    chunks.append(out.to_ndarray().reshape(-1))
+                    yield out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
             for out in resampler.resample(None):
-                chunks.append(out.to_ndarray().reshape(-1))
+                yield out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
         except av.FFmpegError as exc:
             raise MediaError(f"{path}: audio decoding failed ({exc})") from exc
-        if not chunks:
-            return np.zeros(0, dtype=np.float32)
-        return np.concatenate(chunks).astype(np.float32, copy=False)
-    finally:
-        container.close()
+
+
+def load_audio(path: str | os.PathLike[str], rate: int = AUDIO_RATE) -> np.ndarray | None:
+    """First audio stream as mono float32 at `rate` Hz, in memory; None when the clip has no audio."""
+    if not has_audio(path):
+        return None
+    chunks = list(iter_audio(path, rate))
+    return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)

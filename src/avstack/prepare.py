@@ -9,7 +9,6 @@ nothing half-written.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -24,9 +23,9 @@ from typing import Any
 import soundfile as sf
 
 from . import __version__, media
-from .discover import ClipJob, Layout, discover
+from .discover import VIDEO_SUFFIXES, ClipJob, Layout, discover
 from .images import write_jpeg
-from .io import Progress, atomic_write, read_json, sha256_file, write_json_atomic
+from .io import DataError, Progress, read_json, sha256_file, write_json_atomic, write_wav_float
 from .manifest import ClipRecord, FrameRef, error_record, write_manifest
 from .media import DEFAULT_MAX_PIXELS
 
@@ -147,19 +146,16 @@ def audio_stage(job: ClipJob, video_sha: str, out: Path) -> dict[str, Any] | Non
     cached = read_json(meta_path)
     if cached is not None and (cached.get("path") is None or (out / rel).is_file()):
         return cached if cached.get("path") else None
-    samples = media.load_audio(job.path)
-    if samples is None:
+    if not media.has_audio(job.path):
         write_json_atomic(meta_path, {"path": None})
         return None
-    buf = io.BytesIO()
-    sf.write(buf, samples, media.AUDIO_RATE, format="WAV", subtype="FLOAT")
-    data = buf.getvalue()
-    atomic_write(out / rel, data)
+    # streamed: a 2 h clip never sits in memory (the WAV's bytes depend on the samples only)
+    n, sha = write_wav_float(out / rel, media.iter_audio(job.path), media.AUDIO_RATE)
     meta = {
         "path": rel.as_posix(),
-        "sha256": hashlib.sha256(data).hexdigest(),
+        "sha256": sha,
         "rate": media.AUDIO_RATE,
-        "duration_ms": int(len(samples) * 1000 / media.AUDIO_RATE),
+        "duration_ms": int(n * 1000 / media.AUDIO_RATE),
     }
     write_json_atomic(meta_path, meta)
     return meta
@@ -385,6 +381,11 @@ def prepare(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     jobs = discover(data_root, layouts, lang=s.lang if s.lang not in (None, "auto") else None)
+    if not jobs:
+        raise DataError(
+            f"no clips found under {data_root}: no task folder layout (EcoG's 指令N folders) and no video "
+            f"files ({', '.join(VIDEO_SUFFIXES)})"
+        )
     workers = min(workers or _default_workers(), max(1, len(jobs)))
     if workers > 1 and s.threads == 0:
         # workers share the cores: oversubscribed decoder and ASR threads only contend
@@ -423,12 +424,16 @@ def _run_jobs(
         return
     # spawn: decoder and CTranslate2 threads do not survive a fork safely
     ctx = get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(s.threads,)) as pool:
+    init = (s.threads, os.getpid())
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
         futures = [pool.submit(prepare_clip, j, s, out) for j in jobs]
         yield from wrap((f.result() for f in as_completed(futures)), len(jobs))
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, parent_pid: int) -> None:
+    from .lifeline import tie_to_parent
+
+    tie_to_parent(parent_pid)  # a killed prepare leaves no worker writing on
     if threads:
         os.environ.setdefault("AVSTACK_ASR_THREADS", str(threads))
 

@@ -62,6 +62,16 @@ class Task:
     report: Callable[[list[Path], Path], Report]  # run folders (first = baseline) -> report
 
 
+def too_many_missing(missing: int, total: int) -> str | None:
+    """A score where more than half the items have no prediction measures the ids, not the model."""
+    if total and missing * 2 > total:
+        return (
+            f"{missing} of {total} items have no prediction: the predictions name other ids "
+            "(EcoG runs and `ecog gt` use the folder-relative clip id, e.g. 指令3/clip.mp4)"
+        )
+    return None
+
+
 def get_task(name: str) -> Task:
     if name not in REGISTRY:
         raise ValueError(f"task must be one of {', '.join(REGISTRY)}; found {name!r}")

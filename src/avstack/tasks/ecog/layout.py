@@ -59,6 +59,9 @@ def _folder_jobs(root: Path, folder: Path, lang: str | None) -> list[ClipJob]:
         elif bad := annotation_problem(rec) or eval_gt_problem(eval_gt[name]):
             problem = f"{name!r} in {folder.name}: {bad}"
         rel = rel_path(root, folder) + "/" + str(name)
+        if problem:  # none of its fields is trusted into the manifest
+            jobs.append(ClipJob(clip_id=rel, video=rel, path=str(path), task_template=folder.name, problem=problem))
+            continue
         jobs.append(
             ClipJob(
                 clip_id=rel,

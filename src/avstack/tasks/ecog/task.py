@@ -8,7 +8,7 @@ from ...io import read_predictions
 from ...runners import make_backend
 from ...stacks import make_stack
 from ...tables import Report
-from .. import Outcome, RunJob, Task
+from .. import Outcome, RunJob, Task, too_many_missing
 from .baselines import BASELINES
 from .data import load_gt
 from .layout import ecog_layout
@@ -34,7 +34,10 @@ def score_files(gt: Path, pred: Path) -> Outcome:
     clips, gt_errors = load_gt(gt)
     preds = read_predictions(pred)
     js = score(clips, preds, gt_errors).to_json()
-    return Outcome(summary_table(js), tuple(f"  GT ERROR {p}" for p in gt_errors), result=js)
+    notes = [f"  GT ERROR {p}" for p in gt_errors]
+    missing = too_many_missing(js["counts"]["missing_predictions"], js["counts"]["clips"])
+    notes += [f"error: {missing}"] if missing else []
+    return Outcome(summary_table(js), tuple(notes), failed=missing is not None, result=js)
 
 
 def report(runs: list[Path], out: Path) -> Report:

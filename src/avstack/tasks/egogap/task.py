@@ -7,7 +7,7 @@ from pathlib import Path
 from ...io import read_predictions
 from ...runners import make_backend
 from ...tables import Report, markdown_table
-from .. import Outcome, RunJob, Task
+from .. import Outcome, RunJob, Task, too_many_missing
 from .baselines import BASELINES
 from .data import load_bundles
 from .report import load_egogap_run, score_rows, write_egogap_report
@@ -43,7 +43,8 @@ def score_files(bundles: Path, pred: Path) -> Outcome:
     c = result["counts"]
     table = markdown_table(*score_rows([(pred.name, bundles.name, result)]))
     summary = f"{table}\nitems {c['items']}, missing {c['missing_predictions']}, unparsed {c['unparsed']}"
-    return Outcome(summary, result=result)
+    missing = too_many_missing(c["missing_predictions"], c["items"])
+    return Outcome(summary, (f"error: {missing}",) if missing else (), missing is not None, result)
 
 
 def report(runs: list[Path], out: Path) -> Report:
