@@ -383,8 +383,14 @@ def ablate(
     variants: Annotated[str, typer.Option(help="Comma list of extra variants: video,text")] = "",
     concurrency: Annotated[int, typer.Option()] = 4,
     base_url: Annotated[str | None, typer.Option()] = None,
+    subsets: Annotated[
+        bool, typer.Option(help="Run every subset of the --drop cues and report each cue's Shapley value")
+    ] = False,
+    cluster: Annotated[
+        str | None, typer.Option(help="Bootstrap whole clusters: scene, task_template, level or lang")
+    ] = None,
 ) -> None:
-    """Run full and each --drop (and --variants), score each, write the Δ table and report."""
+    """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
     from avstack.run import RunSettings
     from avstack.tasks.ecog.ablate import ablate as run_ablate
 
@@ -398,6 +404,8 @@ def ablate(
             [v for v in variants.split(",") if v],
             RunSettings(concurrency=concurrency),
             _backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
+            subsets=subsets,
+            cluster=cluster,
         )
     typer.echo(report.summary)
     typer.echo(f"full report: {report.path}")
@@ -407,6 +415,9 @@ def ablate(
 def report(
     runs: Annotated[list[Path], typer.Argument(help="Run folders; the first is the baseline")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Report folder")] = Path("report"),
+    cluster: Annotated[
+        str | None, typer.Option(help="Bootstrap whole clusters (EcoG: scene, task_template, level, lang)")
+    ] = None,
 ) -> None:
     """EcoG: Δ table, bottlenecks, calibration, size/scene/language. EgoGap: scores with CIs, rank agreement."""
     from avstack.io import read_json_file
@@ -416,7 +427,7 @@ def report(
         tasks = {task_of_run(read_json_file(r / "run.json", dict)).name for r in runs}
         if len(tasks) > 1:
             fail(f"runs of one task per report; found {', '.join(sorted(tasks))}")
-        written = task_of_run({"task": tasks.pop()}).report(runs, out)
+        written = task_of_run({"task": tasks.pop()}).report(runs, out, cluster)
     typer.echo(written.summary)
     typer.echo(f"report: {written.path}")
 

@@ -129,6 +129,16 @@ def write_csv_atomic(path: str | os.PathLike[str], rows: Iterable[Iterable[Any]]
     atomic_write(path, buf.getvalue().encode())
 
 
+def write_per_item(path: str | os.PathLike[str], rows: dict[str, dict[str, Any]]) -> None:
+    """per_item.csv: an `item_id` column, then the rows' own columns (metrics, group columns)."""
+    cols = list(next(iter(rows.values())).keys()) if rows else []
+    write_csv_atomic(path, [["item_id", *cols], *[[i, *(_cell(r[c]) for c in cols)] for i, r in rows.items()]])
+
+
+def _cell(v: Any) -> Any:
+    return int(v) if isinstance(v, bool) else v
+
+
 def read_json(path: str | os.PathLike[str]) -> Any | None:
     """A JSON file's content; None when missing, unreadable or cut (a cache entry to recompute)."""
     try:

@@ -59,7 +59,7 @@ class Task:
     layouts: Sequence[Layout]  # data-root layouts `prepare` recognises for it
     run: Callable[[RunJob], Outcome]  # run a model and score it
     score: Callable[[Path, Path], Outcome]  # (ground truth file, predictions file) -> scores
-    report: Callable[[list[Path], Path], Report]  # run folders (first = baseline) -> report
+    report: Callable[[list[Path], Path, str | None], Report]  # run folders (first = baseline), out, cluster
 
 
 def too_many_missing(missing: int, total: int) -> str | None:

@@ -1,18 +1,33 @@
-"""`ablate`: the input-stack ablation end to end: run each stack, score each once, report."""
+"""`ablate`: the input-stack ablation end to end: run each stack, score each once, report.
+
+With `subsets`, every subset of the cues named with `--drop` is a stack (cues kept present, the
+rest dropped); subsets that name an impossible stack (word_ts without asr, frame_ts without
+frames) are the same requests as a smaller subset and reuse its run. Each cue's exact Shapley
+value over those subsets is reported with a bootstrap CI, the same resampled clips for every
+subset, and the frame_ts x word_ts interaction.
+"""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...io import Progress
+import numpy as np
+
+from ...compare import check_same_items
+from ...io import Progress, atomic_write, write_csv_atomic
 from ...run import RunSettings
 from ...runners import make_backend
 from ...stacks import Stack, make_stack
+from ...stats import paired_bootstrap_ci, shapley_per_item
+from ...tables import Report, markdown_table
 from .baselines import BASELINES
+from .metrics import METRICS
 from .prompt import EcogOptions
-from .report import Report, write_report
+from .report import Run, item_tables, write_report
 from .runs import run, score_and_write
 
 
@@ -21,6 +36,27 @@ def ablation_stacks(drops: list[str], variants: list[str]) -> list[Stack]:
     stacks = [make_stack("full")] + [make_stack("full", [d]) for d in drops]
     stacks += [make_stack(v) for v in variants if v != "full"]
     return list(dict.fromkeys(stacks))
+
+
+@dataclass(frozen=True)
+class Subset:
+    present: frozenset[str]  # cues kept
+    stack: Stack  # the stack run for it (the first with the same anchors)
+    same_as: str | None  # the stack whose requests it repeats, when it is an impossible one
+
+
+def subset_stacks(cues: list[str]) -> list[Subset]:
+    """Every subset of `cues` as a stack, largest first (full is the baseline). A subset whose
+    stack is impossible (word_ts kept without asr) has the anchors of a smaller, possible one
+    and reuses it: smaller subsets claim their anchors first."""
+    out: list[Subset] = []
+    first: dict[frozenset[str], Stack] = {}
+    for k in range(len(cues) + 1):
+        for kept in itertools.combinations(cues, k):
+            stack = make_stack("full", [c for c in cues if c not in kept])
+            prior = first.setdefault(stack.anchors, stack)
+            out.append(Subset(frozenset(kept), prior, None if prior is stack else prior.name))
+    return out[::-1]
 
 
 def ablate(
@@ -34,15 +70,70 @@ def ablate(
     options: EcogOptions = EcogOptions(),
     progress: Progress | None = None,
     on_stack: Callable[[Stack], None] | None = None,
+    subsets: bool = False,
+    cluster: str | None = None,
 ) -> Report:
     """Run every stack into out/<stack>/, sharing cached answers; write out/report.md."""
     out = Path(out)
     backend = make_backend(model, BASELINES, **(backend_options or {}))
-    runs = []
-    for stack in ablation_stacks(drops, variants or []):
+    plan = subset_stacks(list(dict.fromkeys(drops))) if subsets else []
+    stacks = [s.stack for s in plan if s.same_as is None] if subsets else ablation_stacks(drops, variants or [])
+    stacks += [make_stack(v) for v in variants or [] if subsets and v != "full"]
+    runs: dict[Stack, Run] = {}
+    for stack in dict.fromkeys(stacks):
         if on_stack:
             on_stack(stack)
-        run_dir = out / stack.name
+        run_dir = out / stack.name  # an existing run folder resumes: nothing answered is asked again
         run(prepared, backend, stack, run_dir, settings, options, out / "cache", model, progress)
-        runs.append(score_and_write(run_dir, prepared))
-    return write_report(runs, out)
+        runs[stack] = score_and_write(run_dir, prepared)
+    report = write_report(list(runs.values()), out, cluster)
+    if not subsets:
+        return report
+    section = cue_section(list(dict.fromkeys(drops)), plan, runs, out)
+    text = report.text + "\n".join(section)
+    atomic_write(report.path, text.encode())
+    return Report(report.summary + "\n".join(section) + "\n", text, report.path)
+
+
+def cue_section(cues: list[str], plan: list[Subset], runs: Mapping[Stack, Run], out: Path) -> list[str]:
+    """Shapley values of the cues (and their frame_ts x word_ts interaction) on every metric."""
+    tables = {s.present: item_tables([runs[s.stack]])[0] for s in plan}
+    base = tables[frozenset(cues)]
+    for t in tables.values():
+        check_same_items(t, base)
+    ids = sorted(base.rows)
+    rows, csv = [], [["cue", "metric", "shapley", "ci_low", "ci_high", "n"]]
+    for m in METRICS:
+        values = {k: np.array([t.rows[i][m] for i in ids], dtype=float) for k, t in tables.items()}
+        effects = shapley_per_item(cues, values)
+        if {"frame_ts", "word_ts"} <= set(cues):
+            full = frozenset(cues)
+            effects["frame_ts x word_ts"] = (
+                values[full]
+                - values[full - {"frame_ts"}]
+                - values[full - {"word_ts"}]
+                + values[full - {"frame_ts", "word_ts"}]
+            )
+        for cue, per_item in effects.items():
+            lo, hi = paired_bootstrap_ci(per_item)  # one seed: the same resampled clips for every subset
+            mean = 100 * float(per_item.mean())
+            rows.append([cue, m, f"{mean:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"])
+            csv.append([cue, m, f"{mean:.6g}", f"{100 * lo:.6g}", f"{100 * hi:.6g}", str(len(ids))])
+    write_csv_atomic(out / "shapley.csv", csv)
+    same = [f"`{' + '.join(sorted(s.present))}` = `{s.same_as}`" for s in plan if s.same_as]
+    by_cue: dict[str, list[str]] = {}
+    for cue, _metric, cell in rows:
+        by_cue.setdefault(cue, []).append(cell)
+    table = markdown_table(["cue", *METRICS], [[cue, *cells] for cue, cells in by_cue.items()])
+    return [
+        f"## What each cue is worth (exact Shapley over {len(plan)} subsets of {', '.join(cues)})",
+        "",
+        table,
+        "",
+        "Points of each metric that each cue adds, averaged over every order of adding the cues (exact),"
+        " with a 95% bootstrap CI (10,000 resamples of the clips, the same for every subset);"
+        " `frame_ts x word_ts`: v(both) - v(no frame_ts) - v(no word_ts) + v(neither), the others present.",
+        "",
+        *(["Impossible subsets (a cue kept without the cue it lives in) are the requests of a possible"
+           " one and reuse its run: " + "; ".join(same) + ".", ""] if same else []),
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...compare import ItemTable, compare_runs, csv_rows, fmt_delta, plot_deltas
 from ...io import write_csv_atomic
 from ...tables import Report, markdown_table, write_markdown
 from .analysis import BOTTLENECKS, bottlenecks, by_object_size, calibration, level_table, timestamp_errors
@@ -60,39 +61,50 @@ PUBLISHED: dict[str, dict[str, Any]] = {  # ../shared/ecog/FORMAT.md, overall, p
 }
 
 
-def _delta(agg: dict[str, float], ref: dict[str, float] | None, metric: str) -> str:
-    return f"{100 * (agg[metric] - ref[metric]):+.1f}" if ref else ""
+TABLE_METRICS = ("acc_t", "acc_eco")  # the paper's Table 4 columns
+GROUP_COLUMNS = ("level", "task_template")
 
 
-def delta_rows(runs: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
-    """Paper Table 4: Acc_t and Acc_eco per level and overall, absolute and delta vs the first run."""
-    base = level_table(runs[0][1])
-    header = ["run", "group", "Acc_t", "Δ Acc_t", "Acc_eco", "Δ Acc_eco", "n"]
+def item_tables(runs: list[Run]) -> list[ItemTable]:
+    return [ItemTable(label, result.per_item()) for label, result, _ in runs]
+
+
+def delta_table(runs: list[Run], deltas: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Paper Table 4: Acc_t and Acc_eco per level and overall; each delta vs the first run with its
+    95% paired bootstrap CI and Holm-adjusted sign-flip p-value; n with the minimum detectable Δ."""
+    header = ["run", "group", "Acc_t", "Δ Acc_t", "Acc_eco", "Δ Acc_eco", "n (MDE Acc_t / Acc_eco)"]
+    by_key = {(d["run"], d["group"], d["metric"]): d for d in deltas}
     rows = []
-    for label, res in runs:
-        table = level_table(res)
-        for group, agg in table.items():
-            ref = base.get(group)
+    for i, (label, _, js) in enumerate(runs):
+        for group, agg in level_table(js).items():
+            if i == 0:
+                rows.append([label, group, _pct(agg["acc_t"]), "baseline", _pct(agg["acc_eco"]), "baseline",
+                             str(agg["count"])])
+                continue
+            dt, de = by_key.get((label, group, "acc_t")), by_key.get((label, group, "acc_eco"))
+            mde = f" ({dt['mde']:.1f} / {de['mde']:.1f})" if dt and de and agg["count"] > 1 else ""
             rows.append(
                 [
                     label,
                     group,
                     _pct(agg["acc_t"]),
-                    _delta(agg, ref, "acc_t"),
+                    fmt_delta(dt) if dt else "",
                     _pct(agg["acc_eco"]),
-                    _delta(agg, ref, "acc_eco"),
-                    str(agg["count"]),
+                    fmt_delta(de) if de else "",
+                    f"{agg['count']}{mde}",
                 ]
             )
     return header, rows
 
 
-def write_report(runs: list[Run], out_dir: str | Path) -> Report:
-    """Markdown + CSV tables and PNG plots for runs [(label, EcogResult, score json)]; first is the baseline."""
+def write_report(runs: list[Run], out_dir: str | Path, cluster: str | None = None) -> Report:
+    """Markdown + CSV tables and PNG plots for runs [(label, EcogResult, score json)]; first is the baseline.
+    Deltas are paired over the clips (the same clips in every run, else refused)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    header, rows = delta_rows([(label, js) for label, _, js in runs])
-    write_csv_atomic(out / "delta.csv", [header, *rows])
+    deltas = compare_runs(item_tables(runs), METRICS, GROUP_COLUMNS, cluster)
+    write_csv_atomic(out / "delta.csv", csv_rows(deltas))
+    header, rows = delta_table(runs, deltas)
     head = [
         "# avstack report",
         "",
@@ -102,8 +114,17 @@ def write_report(runs: list[Run], out_dir: str | Path) -> Report:
         "",
         markdown_table(header, rows),
         "",
+        "Δ in points with its 95% paired bootstrap CI (10,000 resamples of the clips"
+        + (f", clustered by {cluster}" if cluster else "")
+        + ") and the two-sided paired sign-flip p-value, Holm-adjusted within each group across the"
+        " report's runs and metrics (all in delta.csv; comparisons whose arms agree on every clip are"
+        " left out); MDE: the smallest Δ these clips detect with 80% power at alpha 0.05.",
+        "",
     ]
     _plots(runs, out)
+    if deltas:
+        plot_deltas(deltas, METRICS, out / "delta.png")
+        head += ["![deltas](delta.png)", ""]
     return write_markdown(out, head, analysis_sections(runs))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...io import DataError, Progress, read_json_file, read_predictions, write_json_atomic
+from ...io import DataError, Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
 from ...manifest import ClipRecord, data_root_of, load_manifest
 from ...messages import Request
 from ...run import RunSettings, WorkItem, run_items
@@ -102,6 +102,7 @@ def score_and_write(run_dir: str | Path, prepared: str | Path | None = None) -> 
     result = score(clips, read_predictions(run_dir / "predictions.jsonl"))
     js = result.to_json()
     write_json_atomic(run_dir / "score.json", js)
+    write_per_item(run_dir / "per_item.csv", result.per_item())
     return f"{meta.get('backend')} {meta.get('stack')}", result, js
 
 

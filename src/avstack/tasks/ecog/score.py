@@ -34,6 +34,15 @@ class EcogResult:
                 buckets[value].append(sc)
         return {k: aggregate(v) for k, v in sorted(buckets.items())}
 
+    def per_item(self) -> dict[str, dict[str, Any]]:
+        """One row per clip: its metrics (0..1) and the columns it can be grouped or clustered by."""
+        return {
+            sc.clip.video_name: {m: getattr(sc.score, m) for m in METRICS}
+            | {"task_template": sc.clip.task_template, "level": sc.clip.level, "scene": sc.clip.scene or "",
+               "lang": sc.clip.lang or ""}
+            for sc in self.clips
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
             "overall": aggregate(self.clips) | {"acc_eco_referent": micro_eco(self.clips)},

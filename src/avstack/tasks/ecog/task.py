@@ -40,8 +40,8 @@ def score_files(gt: Path, pred: Path) -> Outcome:
     return Outcome(summary_table(js), tuple(notes), failed=missing is not None, result=js)
 
 
-def report(runs: list[Path], out: Path) -> Report:
-    return write_report([load_run(r) for r in runs], out)
+def report(runs: list[Path], out: Path, cluster: str | None = None) -> Report:
+    return write_report([load_run(r) for r in runs], out, cluster)
 
 
 TASK = Task(

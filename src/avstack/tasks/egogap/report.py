@@ -7,8 +7,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ...compare import ItemSetMismatch, ItemTable, compare_runs, csv_rows, fmt_delta, plot_deltas
 from ...io import read_json_file, write_csv_atomic
 from ...tables import Report, markdown_table, write_markdown
+from .data import MOTOR, OFF_VANTAGE
 from .score import GROUPS, spearman
 
 # ../shared/egogapbench/FORMAT.md, percent
@@ -84,7 +86,54 @@ def rank_agreement(runs: list[tuple[str, str, dict[str, Any]]]) -> list[list[str
     return rows
 
 
-def write_egogap_report(runs: list[tuple[str, str, dict[str, Any]]], out_dir: str | Path) -> Report:
+ITEM_METRICS = ("correct", "motor_intrusion", "off_vantage")
+
+
+def per_item(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """One row per item: correct, motor_intrusion, off_vantage (0/1), format n3/n4, direct/indirect."""
+    return {
+        str(g["uid"]): {
+            "correct": int(bool(g["correct"])),
+            "motor_intrusion": int(g["label"] in MOTOR),
+            "off_vantage": int(g["label"] == OFF_VANTAGE),
+            "format": "n4" if str(g["kind"]).endswith("4") else "n3",
+            "kind": g["cand_kind"],
+        }
+        for g in result["items"]
+    }
+
+
+def delta_section(runs: list[tuple[str, str, dict[str, Any]]], out: Path, cluster: str | None) -> list[str]:
+    """Paired deltas of every run against the first, on the same items (else refused, counts named)."""
+    if len(runs) < 2:
+        return []
+    tables = [ItemTable(f"{model} {cond}", per_item(res)) for model, cond, res in runs]
+    try:
+        deltas = compare_runs(tables, ITEM_METRICS, ("format", "kind"), cluster)
+    except ItemSetMismatch as exc:
+        return ["## Deltas vs the first run", "", f"Refused: {exc}.", ""]
+    write_csv_atomic(out / "delta.csv", csv_rows(deltas))
+    plot_deltas(deltas, ITEM_METRICS, out / "delta.png")
+    cells: dict[tuple[str, str], dict[str, str]] = {}
+    for d in deltas:
+        cells.setdefault((d["run"], d["group"]), {})[d["metric"]] = fmt_delta(d) + f" (n {d['n']}, MDE {d['mde']:.1f})"
+    rows = [[run, group, *(c.get(m, "") for m in ITEM_METRICS)] for (run, group), c in cells.items()]
+    return [
+        f"## Deltas vs `{tables[0].label}` (paired over items)",
+        "",
+        markdown_table(["run", "group", "Δ accuracy", "Δ motor intrusion", "Δ off-vantage"], rows),
+        "",
+        "Points, 95% paired bootstrap CI (10,000 resamples of the items), sign-flip p Holm-adjusted within "
+        "each group across runs and metrics; MDE at 80% power, alpha 0.05. All rows in delta.csv.",
+        "",
+        "![deltas](delta.png)",
+        "",
+    ]
+
+
+def write_egogap_report(
+    runs: list[tuple[str, str, dict[str, Any]]], out_dir: str | Path, cluster: str | None = None
+) -> Report:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     header, rows = score_rows(runs)
@@ -109,6 +158,7 @@ def write_egogap_report(runs: list[tuple[str, str, dict[str, Any]]], out_dir: st
             f"Published: default vs egoplan rho = {PUBLISHED_STYLE_SPEARMAN:.2f}.",
             "",
         ]
+    md += delta_section(runs, out, cluster)
     rest = ["## Published numbers (EgoGapBench paper)", "", markdown_table(["model", *pub_cols], pub), ""]
     _plot(runs, out / "accuracy.png")
     rest += ["![accuracy](accuracy.png)", ""]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...io import Progress, read_json_file, read_predictions, write_json_atomic
+from ...io import Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
 from ...run import RunSettings, WorkItem, run_items
 from ...runners import Backend
 from .data import EgoGapDataError, Item, load_bundles
@@ -66,4 +66,7 @@ def score_egogap_run(run_dir: str | Path) -> dict[str, Any]:
     meta = read_json_file(run_dir / "run.json", dict)
     result = score(load_bundles(meta["bundles"]), read_predictions(run_dir / "predictions.jsonl"))
     write_json_atomic(run_dir / "score.json", result)
+    from .report import per_item
+
+    write_per_item(run_dir / "per_item.csv", per_item(result))
     return result

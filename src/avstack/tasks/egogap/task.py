@@ -47,10 +47,10 @@ def score_files(bundles: Path, pred: Path) -> Outcome:
     return Outcome(summary, (f"error: {missing}",) if missing else (), missing is not None, result)
 
 
-def report(runs: list[Path], out: Path) -> Report:
+def report(runs: list[Path], out: Path, cluster: str | None = None) -> Report:
     for r in runs:
         score_egogap_run(r)
-    return write_egogap_report([load_egogap_run(r) for r in runs], out)
+    return write_egogap_report([load_egogap_run(r) for r in runs], out, cluster)
 
 
 TASK = Task(
