@@ -30,7 +30,9 @@ bench: setup
 demo: setup
 	$(RUN) prepare samples/ecog_en --out out/demo/prepared --anchors full --asr-model tiny.en --lang en --asr-mode packed
 	$(RUN) ablate out/demo/prepared --model deixis --drop frame_ts --drop word_ts --out out/demo/ablate
+	$(RUN) view out/demo/prepared out/demo/ablate/full out/demo/ablate/full-no_frame_ts out/demo/ablate/full-no_word_ts --out out/demo/site
 	@echo "report: out/demo/ablate/report.md"
+	@echo "site:   out/demo/site/index.html (opens from file://, no server)"
 
 clean:
 	rm -rf out

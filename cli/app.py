@@ -432,6 +432,28 @@ def report(
     typer.echo(f"report: {written.path}")
 
 
+@app.command()
+def view(
+    prepared: Annotated[Path, typer.Argument(help="A prepared folder (EcoG), or an EgoGap run folder")],
+    runs: Annotated[list[Path] | None, typer.Argument(help="Run folders to show (the first is the baseline)")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Site folder (open index.html, no server needed)")] = Path(
+        "site"
+    ),
+    serve: Annotated[bool, typer.Option(help="Also serve the site on 127.0.0.1")] = False,
+    port: Annotated[int, typer.Option(help="Port for --serve")] = 8000,
+) -> None:
+    """A static, offline site: every clip on its true time axis with every stack's answer on it."""
+    from avstack.site import serve as serve_site
+    from avstack.tasks.view import build_view
+
+    with user_errors():
+        index = build_view(prepared, list(runs or []), out)
+    typer.echo(f"site: {index}")
+    if serve:
+        with user_errors():
+            serve_site(out, port)
+
+
 def main() -> None:
     app()
 

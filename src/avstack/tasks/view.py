@@ -1,0 +1,19 @@
+"""`avstack view`: the site of the task the folders belong to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..io import read_json_file
+
+
+def build_view(first: str | Path, runs: list[str | Path], out: str | Path) -> Path:
+    """EcoG: `first` is the prepared folder and `runs` its runs. EgoGap: every folder is a run."""
+    first = Path(first)
+    if (first / "run.json").is_file() and read_json_file(first / "run.json", dict).get("task") == "egogap":
+        from .egogap.view import build_site as egogap_site
+
+        return egogap_site([first, *map(Path, runs)], out)
+    from .ecog.view import build_site
+
+    return build_site(first, runs, out)
