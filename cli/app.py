@@ -228,12 +228,25 @@ def ecog_gt(
         raise typer.Exit(1)
 
 
-def _ecog_inputs(variant: str, drop: list[str], asr: str | None, coord_order: str) -> tuple[Any, Any]:
+TS_HELP = "How frame times are told: ms, seconds, mmss, qwen, index, overlay"
+WORDS_HELP = "How word times are told: json, srt, inline"
+PROMPT_HELP = "A folder of prompt templates (system.j2, user.j2; see README); default: the shipped ones"
+
+
+def _ecog_inputs(
+    variant: str,
+    drop: list[str],
+    asr: str | None,
+    coord_order: str,
+    ts_format: str = "ms",
+    word_ts_format: str = "json",
+    prompt: Path | None = None,
+) -> tuple[Any, Any]:
     from avstack.stacks import make_stack
     from avstack.tasks.ecog.prompt import EcogOptions
 
     with user_errors():
-        return make_stack(variant, drop), EcogOptions(coord_order, asr)
+        return make_stack(variant, drop, ts_format, word_ts_format), EcogOptions(coord_order, asr, prompt_dir=prompt)
 
 
 @app.command()
@@ -246,11 +259,14 @@ def stacks(
     fmt: Annotated[str, typer.Option("--format", help="openai, gemini, hf or neutral")] = "openai",
     coord_order: Annotated[str, typer.Option(help="xy or yx")] = "xy",
     media_mode: Annotated[str, typer.Option("--media", help="path or data (inline base64)")] = "path",
+    ts_format: Annotated[str, typer.Option(help=TS_HELP)] = "ms",
+    word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
+    prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
 ) -> None:
     """Write the rendered request of every clip under one input stack."""
     from avstack.tasks.ecog.export import write_stacks
 
-    stack, options = _ecog_inputs(variant, drop, asr, coord_order)
+    stack, options = _ecog_inputs(variant, drop, asr, coord_order, ts_format, word_ts_format, prompt)
     with user_errors():
         n = write_stacks(prepared, out, stack, options, fmt, media_mode)
     typer.echo(f"wrote {n} requests ({stack.name}, {fmt}) to {out}")
@@ -266,11 +282,14 @@ def export_cmd(
     asr: Annotated[str | None, typer.Option(help="whisper or source")] = None,
     coord_order: Annotated[str, typer.Option(help="xy or yx")] = "xy",
     model: Annotated[str, typer.Option(help="Model named in openai-batch request bodies")] = "gpt-4o",
+    ts_format: Annotated[str, typer.Option(help=TS_HELP)] = "ms",
+    word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
+    prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
 ) -> None:
     """Precomputed inputs for other harnesses (see README: loading snippets)."""
     from avstack.tasks.ecog.export import export
 
-    stack, options = _ecog_inputs(variant, drop, asr, coord_order)
+    stack, options = _ecog_inputs(variant, drop, asr, coord_order, ts_format, word_ts_format, prompt)
     with user_errors():
         path = export(prepared, out, to, stack, options, model)
     typer.echo(f"wrote {path} ({stack.name})")
@@ -300,6 +319,9 @@ def run_cmd(
     temperature: Annotated[float, typer.Option()] = _defaults()["temperature"],
     max_tokens: Annotated[int, typer.Option()] = _defaults()["max_tokens"],
     timeout: Annotated[float, typer.Option(help="Seconds per request")] = _defaults()["timeout"],
+    ts_format: Annotated[str, typer.Option(help=TS_HELP + " (ecog)")] = "ms",
+    word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP + " (ecog)")] = "json",
+    prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP + " (ecog)")] = None,
 ) -> None:
     """Run a model over prepared clips (ecog) or bundles (egogap); resumable; then score."""
     from avstack.run import RunSettings
@@ -317,6 +339,9 @@ def run_cmd(
         "options": options,
         "shuffle_seed": shuffle_seed,
         "max_side": max_side,
+        "ts_format": ts_format,
+        "word_ts_format": word_ts_format,
+        "prompt": prompt,
     }
     with user_errors():
         job = RunJob(
@@ -389,10 +414,16 @@ def ablate(
     cluster: Annotated[
         str | None, typer.Option(help="Bootstrap whole clusters: scene, task_template, level or lang")
     ] = None,
+    ts_format: Annotated[
+        str, typer.Option(help="Comma list of frame-time formats to compare, e.g. ms,index,overlay")
+    ] = "ms",
+    word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
+    prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
 ) -> None:
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
     from avstack.run import RunSettings
     from avstack.tasks.ecog.ablate import ablate as run_ablate
+    from avstack.tasks.ecog.prompt import EcogOptions
 
     d = _defaults()
     with user_errors():
@@ -404,8 +435,11 @@ def ablate(
             [v for v in variants.split(",") if v],
             RunSettings(concurrency=concurrency),
             _backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
+            options=EcogOptions(prompt_dir=prompt),
             subsets=subsets,
             cluster=cluster,
+            ts_formats=[f.strip() for f in ts_format.split(",") if f.strip()],
+            word_ts_format=word_ts_format,
         )
     typer.echo(report.summary)
     typer.echo(f"full report: {report.path}")
@@ -430,6 +464,25 @@ def report(
         written = task_of_run({"task": tasks.pop()}).report(runs, out, cluster)
     typer.echo(written.summary)
     typer.echo(f"report: {written.path}")
+
+
+prompts_app = typer.Typer(no_args_is_help=True, help="Prompt templates: check a folder of your own.")
+app.add_typer(prompts_app, name="prompts")
+
+
+@prompts_app.command("check")
+def prompts_check(
+    folder: Annotated[Path, typer.Argument(help="A folder with system.j2 and user.j2 (or en/, zh/ of them)")],
+) -> None:
+    """Render one clip of the sample set with the templates; report unknown variables, missing
+    parts and where the frames go."""
+    from avstack.tasks.ecog.prompt_check import check_prompts
+
+    with user_errors():
+        report, ok = check_prompts(folder)
+    typer.echo(report)
+    if not ok:
+        raise typer.Exit(1)
 
 
 @app.command()

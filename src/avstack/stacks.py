@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .timefmt import check_ts_format, check_word_format
+
 ALL_ANCHORS = ("frames", "frame_ts", "asr", "word_ts", "video", "audio")
 DROPPABLE = ("frame_ts", "word_ts", "asr", "frames")
 VARIANTS = {
@@ -20,21 +22,28 @@ VARIANTS = {
 
 @dataclass(frozen=True)
 class Stack:
-    """A named set of anchors, e.g. full - frame_ts."""
+    """A named set of anchors, e.g. full - frame_ts, and how times are told in it: frame timestamps
+    in `ts_format` (`full@seconds`), word times in `word_ts_format` (`full@words-srt`)."""
 
     variant: str
     anchors: frozenset[str]
     dropped: tuple[str, ...] = ()
+    ts_format: str = "ms"
+    word_ts_format: str = "json"
 
     @property
     def name(self) -> str:
-        return self.variant + "".join(f"-no_{d}" for d in self.dropped)
+        name = self.variant + "".join(f"-no_{d}" for d in self.dropped)
+        name += f"@{self.ts_format}" if self.ts_format != "ms" else ""
+        return name + (f"@words-{self.word_ts_format}" if self.word_ts_format != "json" else "")
 
     def has(self, anchor: str) -> bool:
         return anchor in self.anchors
 
 
-def make_stack(variant: str = "full", drop: Iterable[str] = ()) -> Stack:
+def make_stack(
+    variant: str = "full", drop: Iterable[str] = (), ts_format: str = "ms", word_ts_format: str = "json"
+) -> Stack:
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; found {variant!r}")
     drop = tuple(dict.fromkeys(drop))
@@ -46,10 +55,13 @@ def make_stack(variant: str = "full", drop: Iterable[str] = ()) -> Stack:
         anchors.discard("word_ts")  # word times live inside the ASR block
     if "frames" not in anchors:
         anchors.discard("frame_ts")
-    return Stack(variant, frozenset(anchors), drop)
+    return Stack(variant, frozenset(anchors), drop, check_ts_format(ts_format), check_word_format(word_ts_format))
 
 
 def parse_stack_name(name: str) -> Stack:
-    """Inverse of Stack.name: 'full-no_frame_ts' -> full minus frame_ts."""
-    variant, *rest = name.split("-no_")
-    return make_stack(variant, rest)
+    """Inverse of Stack.name: 'full-no_frame_ts@seconds' -> full minus frame_ts, times in seconds."""
+    base, *formats = name.split("@")
+    variant, *rest = base.split("-no_")
+    words = next((f.removeprefix("words-") for f in formats if f.startswith("words-")), "json")
+    ts = next((f for f in formats if not f.startswith("words-")), "ms")
+    return make_stack(variant, rest, ts, words)

@@ -28,13 +28,18 @@ from .baselines import BASELINES
 from .metrics import METRICS
 from .prompt import EcogOptions
 from .report import Run, item_tables, write_report
-from .runs import run, score_and_write
+from .runs import prompt_record, run, score_and_write
 
 
-def ablation_stacks(drops: list[str], variants: list[str]) -> list[Stack]:
-    """full first (the baseline), then full minus each drop, then other variants."""
-    stacks = [make_stack("full")] + [make_stack("full", [d]) for d in drops]
-    stacks += [make_stack(v) for v in variants if v != "full"]
+def ablation_stacks(
+    drops: list[str], variants: list[str], ts_formats: list[str] | None = None, word_ts_format: str = "json"
+) -> list[Stack]:
+    """full first (the baseline), then full minus each drop, then other variants; with several
+    time formats, each of those stacks in each format (the first format's full is the baseline)."""
+    formats = ts_formats or ["ms"]
+    stacks = [make_stack("full", [], f, word_ts_format) for f in formats]
+    stacks += [make_stack("full", [d], f, word_ts_format) for d in drops for f in formats]
+    stacks += [make_stack(v, [], formats[0], word_ts_format) for v in variants if v != "full"]
     return list(dict.fromkeys(stacks))
 
 
@@ -72,12 +77,18 @@ def ablate(
     on_stack: Callable[[Stack], None] | None = None,
     subsets: bool = False,
     cluster: str | None = None,
+    ts_formats: list[str] | None = None,
+    word_ts_format: str = "json",
 ) -> Report:
     """Run every stack into out/<stack>/, sharing cached answers; write out/report.md."""
     out = Path(out)
     backend = make_backend(model, BASELINES, **(backend_options or {}))
     plan = subset_stacks(list(dict.fromkeys(drops))) if subsets else []
-    stacks = [s.stack for s in plan if s.same_as is None] if subsets else ablation_stacks(drops, variants or [])
+    stacks = (
+        [s.stack for s in plan if s.same_as is None]
+        if subsets
+        else ablation_stacks(drops, variants or [], ts_formats, word_ts_format)
+    )
     stacks += [make_stack(v) for v in variants or [] if subsets and v != "full"]
     runs: dict[Stack, Run] = {}
     for stack in dict.fromkeys(stacks):
@@ -86,7 +97,8 @@ def ablate(
         run_dir = out / stack.name  # an existing run folder resumes: nothing answered is asked again
         run(prepared, backend, stack, run_dir, settings, options, out / "cache", model, progress)
         runs[stack] = score_and_write(run_dir, prepared)
-    report = write_report(list(runs.values()), out, cluster)
+    sha = prompt_record(options)["sha256"]
+    report = write_report(list(runs.values()), out, cluster, {r[0]: sha for r in runs.values()})
     if not subsets:
         return report
     section = cue_section(list(dict.fromkeys(drops)), plan, runs, out)

@@ -57,10 +57,21 @@ def _shown(request: Request) -> dict[str, Any]:
     return shown
 
 
+def seen_frame_times(shown: dict[str, Any]) -> list[int]:
+    """Frame times as a model gets them: parsed from the tags, or read off the overlaid pixels."""
+    if shown.get("overlay_images"):
+        from ...overlay import read
+
+        times = [read(img) for p in shown["overlay_images"] if (img := cv2.imread(p, cv2.IMREAD_COLOR)) is not None]
+        return [t for t in times if t is not None]
+    return list(shown["frame_ts"])
+
+
 def seen_span_ms(shown: dict[str, Any]) -> int:
-    """How long the clip looks: the last frame timestamp shown, else the last word, else a default."""
-    ends = [int(w["end_time"]) for w in shown["words"] if isinstance(w.get("end_time"), int)]
-    return max(list(shown["frame_ts"]) + ends, default=0) or DEFAULT_SPAN_MS
+    """How long the clip looks: the last frame time shown, else the last word, else a default."""
+    ends = [int(w.get("end_time", w.get("begin_time"))) for w in shown["words"]
+            if isinstance(w.get("end_time", w.get("begin_time")), int)]
+    return max(seen_frame_times(shown) + ends, default=0) or DEFAULT_SPAN_MS
 
 
 def _guess(
@@ -100,11 +111,12 @@ class Deixis(Chance):
     name = "deixis"
 
     def times(self, shown: dict[str, Any], rng: random.Random) -> list[int]:
-        words = [w for w in shown["words"] if "begin_time" in w and "end_time" in w]
+        words = [w for w in shown["words"] if "begin_time" in w]
         deictic = [w for w in words if str(w.get("text", "")).strip(".,!?。，！？").lower() in DEICTIC]
         times = super().times(shown, rng)
         for i, w in enumerate(deictic[: len(times)]):
-            times[i] = (int(w["begin_time"]) + int(w["end_time"])) // 2
+            # the middle of the word; a format without end times (inline) gives its begin only
+            times[i] = (int(w["begin_time"]) + int(w.get("end_time", w["begin_time"]))) // 2
         return times
 
 

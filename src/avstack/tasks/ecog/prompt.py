@@ -12,12 +12,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from ...io import inside
 from ...manifest import ClipRecord, frame_file
 from ...messages import Image, Part, Request, Text, Video
 from ...stacks import Stack
+from ...templates import IMAGE, PART, PromptSet, clean, load_prompts, split_parts
+from ...timefmt import frame_tag, parse_frame_tag, parse_words, words_block
 
 PROMPT_VERSION = "ecog-1"
 COORD_ORDERS = ("xy", "yx")
@@ -31,6 +35,7 @@ class EcogOptions:
     coord_order: str = "xy"  # xy | yx: the order the prompt asks points in
     asr_source: str | None = None  # whisper (ours) | source (the annotations') | None: ours when prepared
     lang: str | None = None  # en | zh; None: each clip's own
+    prompt_dir: Path | None = None  # the user's templates (system.j2, user.j2); None: the shipped ones
 
     def __post_init__(self) -> None:
         if self.coord_order not in COORD_ORDERS:
@@ -38,89 +43,13 @@ class EcogOptions:
         if self.asr_source not in ASR_SOURCES:
             raise ValueError(f"asr source must be whisper or source; found {self.asr_source!r}")
 
-TEXT: dict[str, dict[str, Any]] = {
-    "en": {
-        "role": "You are an embodied vision-language assistant. Your task is Ego-centric Co-Speech Intent "
-        "Grounding (EcoG): from first-person video and the user's speech, work out what the user "
-        "wants done and return the options, points and moments that ground it.",
-        "options": "Options:",
-        "objects": "Objects:",
-        "spaces": "Places:",
-        "rules": "Rules:\n1. Output one valid JSON object and nothing else.\n2. Coordinates: {coord} "
-        "Take every point on the LAST frame of the sequence.\n3. `target_object` is the thing the "
-        "user wants to grasp or move; `spatial_affordance` is the place it goes, or the reference "
-        "area of a spatial relation.",
-        "coord_xy": "[x, y] integers in 0-1000 (x across, y down), (0, 0) at the top-left.",
-        "coord_yx": "[y, x] integers in 0-1000 (y down, x across), (0, 0) at the top-left.",
-        "template": "JSON template (same keys, same structure):",
-        "fields": "- `selected_options`: option labels in the order the actions are carried out.\n"
-        "- `point_list`: same length and order as `selected_options`; `point` on the last frame; "
-        "`timestamp` an integer in ms: the moment the pointing gesture is held steady on that "
-        "referent (the stroke peak).",
-        "guide": {
-            "指令1": "This clip: the user points without speaking. One target_object.",
-            "指令2": 'This clip: one object is handled ("pick this up"). One target_object.',
-            "指令3": 'This clip: an object is placed ("put this here"). target_object -> spatial_affordance.',
-            "指令4": 'This clip: a relational placement ("put this to its right"). '
-            "target_object -> spatial_affordance.",
-            "指令5": "This clip: place then pick. target_object -> spatial_affordance -> target_object.",
-            "指令6": "This clip: place then place. target_object -> spatial_affordance -> target_object "
-            "-> spatial_affordance.",
-        },
-        "end": "Output raw JSON only.",
-        "silent": "The user did not speak; they only pointed.",
-        "asr_note": "Note: the ASR words carry timestamps (begin_time, end_time, ms from clip start).",
-        "asr_note_text": "Note: the ASR gives the transcript text only (no word timestamps).",
-        "ask_frames": "Analyse the video frames together with the inputs above and answer in the JSON format.",
-        "ask_video": "Analyse the video (with its audio) together with the inputs above and answer in the JSON format.",
-        "ask_text": "No visual input is given. Answer from the inputs above in the JSON format.",
-        "frames_head": "Video frames, in time order:",
-        "last": "(last frame)",
-    },
-    "zh": {
-        "role": "你是具备具身智能的视觉-语言助手。你的任务是第一人称视角的伴随语音意图定位（EcoG）：根据第一人称视频和"
-        "用户的语音，理解用户要做什么，并给出对应的选项、坐标点和时刻。",
-        "options": "选项：",
-        "objects": "物体：",
-        "spaces": "位置：",
-        "rules": "规则：\n1. 只输出一个合法的 JSON 对象，不要输出其他内容。\n2. 坐标：{coord}"
-        "所有坐标都取自序列的【最后一帧】。\n3. `target_object` 是用户要拿起或移动的物体；"
-        "`spatial_affordance` 是物体要放到的位置，或空间关系所参照的区域。",
-        "coord_xy": "[x, y] 整数，范围 0-1000（x 为横向，y 为纵向），(0, 0) 为左上角。",
-        "coord_yx": "[y, x] 整数，范围 0-1000（y 为纵向，x 为横向），(0, 0) 为左上角。",
-        "template": "JSON 模板（键名与结构必须一致）：",
-        "fields": "- `selected_options`：按动作执行先后排列的选项标号。\n"
-        "- `point_list`：长度与顺序与 `selected_options` 一致；`point` 取自最后一帧；"
-        "`timestamp` 为整数毫秒：手指稳定指向该对象的时刻（指向动作的峰值）。",
-        "guide": {
-            "指令1": "本片段：用户不说话，只用手指指向。一个 target_object。",
-            "指令2": "本片段：单物体操作（“把这个拿起来”）。一个 target_object。",
-            "指令3": "本片段：单物体放置（“把这个放到这里”）。target_object -> spatial_affordance。",
-            "指令4": "本片段：关系型放置（“把这个放到它的右边”）。target_object -> spatial_affordance。",
-            "指令5": "本片段：先放后拿。target_object -> spatial_affordance -> target_object。",
-            "指令6": "本片段：先放后放。target_object -> spatial_affordance -> target_object -> spatial_affordance。",
-        },
-        "end": "只输出 JSON。",
-        "silent": "用户没有说话，只是用手指了指。",
-        "asr_note": "注意：ASR 的每个词带有时间戳（begin_time、end_time，单位毫秒，从片段开始计）。",
-        "asr_note_text": "注意：ASR 只给出转写文本（没有词级时间戳）。",
-        "ask_frames": "请结合视频帧与上述输入进行分析，并按要求的 JSON 格式输出。",
-        "ask_video": "请结合视频（含音频）与上述输入进行分析，并按要求的 JSON 格式输出。",
-        "ask_text": "没有提供任何视觉输入。请根据上述输入，按要求的 JSON 格式输出。",
-        "frames_head": "视频帧（按时间顺序）：",
-        "last": "（最后一帧）",
-    },
-}
+BUILTIN = Path(__file__).with_name("prompts")  # en/ and zh/: system.j2, user.j2
 
-TEMPLATE = """{
-  "reasoning": "...",
-  "explicit_command": "...",
-  "selected_options": ["A", "b"],
-  "point_list": [
-    {"type": "target_object", "description": "...", "point": [500, 300], "timestamp": 1200},
-    {"type": "spatial_affordance", "description": "...", "point": [300, 500], "timestamp": 3200}
-  ]
-}"""
+
+@lru_cache(maxsize=16)
+def prompt_set(folder: str | None) -> PromptSet:
+    """The templates of a folder, or the shipped EN/ZH ones."""
+    return load_prompts(folder or BUILTIN)
 
 
 # Referent roles per instruction type, in order: what the guidance line of the system prompt says.
@@ -142,29 +71,6 @@ def lang_of(record: ClipRecord, default: str = "en") -> str:
 
 def _choices(gt: dict[str, Any], key: str) -> list[str]:
     return [str(c) for c in gt.get(key) or []]
-
-
-def system_prompt(record: ClipRecord, lang: str, coord_order: str = "xy") -> str:
-    t = TEXT[lang]
-    gt = record.eval_gt or {}
-    options = [t["options"]]
-    if gt.get("object_choices"):
-        options += [t["objects"], *_choices(gt, "object_choices")]
-    if gt.get("space_choices"):
-        options += [t["spaces"], *_choices(gt, "space_choices")]
-    coord = t["coord_yx"] if coord_order == "yx" else t["coord_xy"]
-    parts = [
-        t["role"],
-        "\n".join(options),
-        t["rules"].format(coord=coord),
-        t["template"] + "\n" + TEMPLATE,
-        t["fields"],
-    ]
-    guide = t["guide"].get(record.task_template or "")
-    if guide:
-        parts.append(guide)
-    parts.append(t["end"])
-    return "\n\n".join(parts)
 
 
 def pick_asr(record: ClipRecord, source: str | None) -> dict[str, Any] | None:
@@ -193,50 +99,83 @@ def _is_silent(record: ClipRecord, asr: dict[str, Any] | None) -> bool:
     return record.task_template == "指令1" or not (asr or {}).get("text", "").strip()
 
 
-def user_text(record: ClipRecord, stack: Stack, lang: str, asr: dict[str, Any] | None) -> str:
-    t = TEXT[lang]
-    silent = _is_silent(record, asr)
-    spoken = (asr or {}).get("text", "").strip()
-    chunks = [f"<instruction>\n{t['silent'] if silent else spoken}\n</instruction>"]
-    if stack.has("asr") and asr is not None and not silent:
-        with_times = stack.has("word_ts")
-        note = t["asr_note"] if with_times else t["asr_note_text"]
-        body = json.dumps(asr_block(asr, with_times), ensure_ascii=False)
-        chunks.append(f"<asr_data>\n{body}\n{note}\n</asr_data>")
-    ask = "ask_video" if stack.has("video") else "ask_frames" if stack.has("frames") else "ask_text"
-    chunks.append(t[ask])
-    return "\n".join(chunks)
-
-
-def frame_parts(record: ClipRecord, stack: Stack, lang: str, prepared_dir: str) -> list[Part]:
-    """Each frame after its `<timestamp_ms>` tag; the JPEG must lie inside the prepared folder."""
-    parts: list[Part] = [Text(TEXT[lang]["frames_head"])]
-    for f in record.frames:
-        frame_file(prepared_dir, f, record.clip_id)  # refuse a path that leaves the prepared folder
-        if stack.has("frame_ts"):
-            parts.append(Text(f"<timestamp_ms>{f.pts_ms}"))
-        parts.append(Image(f.path, f.pts_ms))
-    if record.last_frame is not None and record.frames and record.frames[-1].index == record.last_frame.index:
-        parts.append(Text(TEXT[lang]["last"]))
-    return parts
-
-
-def shown(record: ClipRecord, stack: Stack, asr: dict[str, Any] | None) -> dict[str, Any]:
-    """What the request shows, as data, for the offline baselines (which must see exactly what a
-    model sees): the option letters, the referent roles of the guidance line, the frame
-    timestamps and the timed words, each only when the stack carries it."""
+def template_variables(record: ClipRecord, stack: Stack, lang: str, options: EcogOptions) -> dict[str, Any]:
+    """Everything a prompt template receives (README: "Prompt templates"), frames excluded."""
     gt = record.eval_gt or {}
-    letters = [m.group(1) for c in _choices(gt, "object_choices") + _choices(gt, "space_choices")
+    asr = pick_asr(record, options.asr_source)
+    silent = _is_silent(record, asr)
+    asr_shown = stack.has("asr") and asr is not None and not silent
+    word_times = stack.has("word_ts")
+    block = ""
+    if asr_shown and asr is not None:
+        timed = asr_block(asr, word_times)
+        block = (
+            words_block(stack.word_ts_format, timed["text"], timed["words"])
+            if word_times
+            else json.dumps(timed, ensure_ascii=False)
+        )
+    return {
+        "lang": lang,
+        "coord_order": options.coord_order,
+        "task_template": record.task_template or "",
+        "stack": stack.name,
+        "anchors": sorted(stack.anchors),
+        "ts_format": stack.ts_format,
+        "word_ts_format": stack.word_ts_format,
+        "object_choices": [clean(c) for c in _choices(gt, "object_choices")],
+        "space_choices": [clean(c) for c in _choices(gt, "space_choices")],
+        "instruction": clean((asr or {}).get("text", "").strip()),
+        "silent": silent,
+        "asr": asr,
+        "asr_shown": asr_shown,
+        "word_times": word_times,
+        "asr_block": clean(block),
+        "visual": "video" if stack.has("video") else "frames" if stack.has("frames") else "text",
+        "part": PART,
+    }
+
+
+def frame_views(record: ClipRecord, stack: Stack, prepared_dir: str) -> list[dict[str, Any]]:
+    """Each sampled frame as a template sees it: index, pts_ms, its time tag in the stack's format
+    (None for overlay, or when frame_ts is dropped), and the image marker."""
+    if not stack.has("frames"):
+        return []
+    views = []
+    for k, f in enumerate(record.frames):
+        frame_file(prepared_dir, f, record.clip_id)  # refuse a path that leaves the prepared folder
+        tag = frame_tag(stack.ts_format, f.pts_ms, f.index) if stack.has("frame_ts") else None
+        views.append({"index": f.index, "pts_ms": f.pts_ms, "tag": tag, "image": IMAGE.format(k)})
+    return views
+
+
+def _image_path(record: ClipRecord, k: int, stack: Stack, prepared_dir: str) -> str:
+    f = record.frames[k]
+    if stack.ts_format == "overlay" and stack.has("frame_ts"):
+        from ...overlay import overlay_frame
+
+        return overlay_frame(Path(prepared_dir), f.path, f.pts_ms)
+    return f.path
+
+
+def shown(record: ClipRecord, stack: Stack, variables: dict[str, Any], frames: list[dict[str, Any]],
+          images: list[str], prepared_dir: str) -> dict[str, Any]:
+    """What the request shows, as a model reads it, for the offline baselines: the option letters,
+    the referent roles of the guidance line, the frame times the tags tell (parsed back in their
+    format; none for `index`), the overlaid images to read (overlay), and the timed words parsed
+    back from the ASR block in its format."""
+    letters = [m.group(1) for c in variables["object_choices"] + variables["space_choices"]
                if (m := _OPTION.match(c.strip()))]
-    words: list[dict[str, Any]] = []
-    if stack.has("asr") and stack.has("word_ts") and asr is not None and not _is_silent(record, asr):
-        words = asr_block(asr, True)["words"]
-    stamps = [f.pts_ms for f in record.frames] if stack.has("frames") and stack.has("frame_ts") else []
+    stamps = [t for f in frames if f["tag"] and (t := parse_frame_tag(stack.ts_format, f["tag"])) is not None]
+    overlaid = ([str(Path(prepared_dir) / p) for p in images]
+                if stack.ts_format == "overlay" and stack.has("frame_ts") else [])
+    words = (parse_words(stack.word_ts_format, variables["asr_block"])
+             if variables["asr_shown"] and variables["word_times"] else [])
     return {
         "objects": [c for c in letters if c.isupper()],
         "spaces": [c for c in letters if c.islower()],
         "roles": list(ROLES.get(record.task_template or "", ("target_object",))),
         "frame_ts": stamps,
+        "overlay_images": overlaid,
         "words": words,
     }
 
@@ -248,24 +187,32 @@ def build_request(
     options: EcogOptions = EcogOptions(),
     data_root: str | None = None,
 ) -> Request:
-    """The request for one prepared clip under one stack."""
+    """The request for one prepared clip under one stack, rendered from the prompt templates."""
     lang = options.lang or lang_of(record)
-    asr = pick_asr(record, options.asr_source)
-    parts: list[Part] = [Text(user_text(record, stack, lang, asr))]
+    prompts = prompt_set(str(options.prompt_dir) if options.prompt_dir else None)
+    variables = template_variables(record, stack, lang, options)
+    frames = frame_views(record, stack, prepared_dir)
+    last = record.last_frame
+    last_shown = bool(frames) and last is not None and record.frames[-1].index == last.index
+    variables |= {"frames": frames, "last_shown": last_shown}
+    images = [_image_path(record, k, stack, prepared_dir) for k in range(len(frames))]
+    parts: list[Part] = [
+        Image(images[p], record.frames[p].pts_ms) if isinstance(p, int) else Text(p)
+        for p in split_parts(prompts.render(lang, "user.j2", variables))
+    ]
     if stack.has("video"):
         if data_root is None:
             raise ValueError("the video variant needs the data root (recorded in prepare.json)")
         inside(data_root, record.video, f"clip {record.clip_id!r}: video", links=True)  # a manifest is input too
-        parts.append(Video(f"{data_root}/{record.video}"))
-    elif stack.has("frames"):
-        parts += frame_parts(record, stack, lang, prepared_dir)
+        parts.insert(1, Video(f"{data_root}/{record.video}"))
     meta = {
         "clip_id": record.clip_id,
         "stack": stack.name,
         "prompt_version": PROMPT_VERSION,
+        "prompt_sha256": prompts.sha256,
         "coord_order": options.coord_order,
         "lang": lang,
-        "shown": shown(record, stack, asr),
+        "shown": shown(record, stack, variables, frames, images, prepared_dir),
     }
-    system = system_prompt(record, lang, options.coord_order)
+    system = prompts.render(lang, "system.j2", variables)
     return Request(system=system, parts=tuple(parts), root=prepared_dir, meta=meta)

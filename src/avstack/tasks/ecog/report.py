@@ -97,7 +97,9 @@ def delta_table(runs: list[Run], deltas: list[dict[str, Any]]) -> tuple[list[str
     return header, rows
 
 
-def write_report(runs: list[Run], out_dir: str | Path, cluster: str | None = None) -> Report:
+def write_report(
+    runs: list[Run], out_dir: str | Path, cluster: str | None = None, prompts: dict[str, str] | None = None
+) -> Report:
     """Markdown + CSV tables and PNG plots for runs [(label, EcogResult, score json)]; first is the baseline.
     Deltas are paired over the clips (the same clips in every run, else refused)."""
     out = Path(out_dir)
@@ -110,6 +112,8 @@ def write_report(runs: list[Run], out_dir: str | Path, cluster: str | None = Non
         "",
         f"Baseline: `{runs[0][0]}`",
         "",
+        *([f"Prompts (template sha256): {', '.join(f'`{k}` {v[:12]}' for k, v in prompts.items())}", ""]
+          if prompts else []),
         "## Δ table (paper Table 4 style)",
         "",
         markdown_table(header, rows),

@@ -13,7 +13,7 @@ from ...runners import Backend
 from ...stacks import Stack
 from .data import GtClip
 from .parse import parse_answer
-from .prompt import PROMPT_VERSION, EcogOptions, build_request
+from .prompt import PROMPT_VERSION, EcogOptions, build_request, prompt_set
 from .score import EcogResult, score
 
 
@@ -52,6 +52,18 @@ def requests_for(
     return pairs, problems
 
 
+def prompt_record(options: EcogOptions) -> dict[str, Any]:
+    """Which templates made the requests: the folder (or "builtin") and their content hash."""
+    folder = str(Path(options.prompt_dir).resolve()) if options.prompt_dir else "builtin"
+    return {"templates": folder, "sha256": prompt_set(str(options.prompt_dir) if options.prompt_dir else None).sha256}
+
+
+def prompt_of(run_dir: str | Path) -> str:
+    meta = read_json_file(Path(run_dir) / "run.json", dict)
+    prompt = meta.get("prompt") if isinstance(meta.get("prompt"), dict) else {}
+    return str(prompt.get("sha256") or "(not recorded)")
+
+
 def truth_of(record: ClipRecord) -> dict[str, Any]:
     return {"eval_gt": record.eval_gt, "width": record.width, "height": record.height}
 
@@ -79,6 +91,9 @@ def run(
         "prepared": str(prepared.resolve()),
         "coord_order": options.coord_order,
         "asr_source": options.asr_source or "default",
+        "ts_format": stack.ts_format,
+        "word_ts_format": stack.word_ts_format,
+        "prompt": prompt_record(options),
     }
     pairs, problems = requests_for(prepared, stack, options)
     items = [WorkItem(r.clip_id, q, truth_of(r)) for r, q in pairs]

@@ -14,7 +14,7 @@ from .data import load_gt
 from .layout import ecog_layout
 from .prompt import EcogOptions
 from .report import summary_table, write_report
-from .runs import load_run, run, score_and_write
+from .runs import load_run, prompt_of, run, score_and_write
 from .score import score
 
 
@@ -22,8 +22,9 @@ def run_job(job: RunJob) -> Outcome:
     a = job.args
     if a.get("prepared") is None:
         raise ValueError("--task ecog needs the PREPARED folder argument")
-    stack = make_stack(a.get("variant", "full"), a.get("drop", ()))
-    options = EcogOptions(a.get("coord_order", "xy"), a.get("asr"))
+    stack = make_stack(a.get("variant", "full"), a.get("drop", ()), a.get("ts_format", "ms"),
+                       a.get("word_ts_format", "json"))
+    options = EcogOptions(a.get("coord_order", "xy"), a.get("asr"), prompt_dir=a.get("prompt"))
     backend = make_backend(job.model, BASELINES, **job.backend_options)
     run(a["prepared"], backend, stack, job.out, job.settings, options, None, job.model, job.progress)
     _, _, js = score_and_write(job.out, a["prepared"])
@@ -41,7 +42,8 @@ def score_files(gt: Path, pred: Path) -> Outcome:
 
 
 def report(runs: list[Path], out: Path, cluster: str | None = None) -> Report:
-    return write_report([load_run(r) for r in runs], out, cluster)
+    loaded = [load_run(r) for r in runs]
+    return write_report(loaded, out, cluster, {run[0]: prompt_of(d) for run, d in zip(loaded, runs)})
 
 
 TASK = Task(
