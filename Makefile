@@ -9,7 +9,7 @@ RUN := $(BIN)/avstack
 $(BIN)/avstack: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[asr-offline,dev]'
+	$(BIN)/pip install -q -e '.[asr-offline,dev,ray]'
 	touch $(BIN)/avstack
 
 setup: $(BIN)/avstack

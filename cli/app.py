@@ -26,15 +26,20 @@ DROP_HELP = "Anchor to drop: frame_ts, word_ts, asr, frames (repeatable)"
 
 
 def progress(items: Iterable[T], total: int, label: str = "clips") -> Iterable[T]:
-    """A progress bar on stderr (quiet when stderr is not a terminal)."""
+    """A progress bar on stderr (quiet when stderr is not a terminal); for clip records it also
+    counts the failed and the cached ones."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    cols = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    failed = cached = 0
     with Progress(*cols, transient=False, disable=not sys.stderr.isatty()) as bar:
         task = bar.add_task(label, total=total)
         for item in items:
             yield item
-            bar.advance(task)
+            failed += int(bool(getattr(item, "error", None)))
+            cached += int(bool(getattr(item, "cache_hit", False)))
+            note = f" ({failed} failed, {cached} cached)" if hasattr(item, "cache_hit") else ""
+            bar.update(task, advance=1, description=label + note)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -107,6 +112,12 @@ def prepare(
             )
         ),
     ] = "auto",
+    executor: Annotated[
+        str, typer.Option(help="local (processes here) or ray (a Ray cluster; pip install 'avstack[ray]')")
+    ] = "local",
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster address (default RAY_ADDRESS; else a local Ray is started)")
+    ] = None,
 ) -> None:
     """Decode clips, sample frames at true times, extract audio and word-level ASR; write a manifest."""
     from avstack.prepare import DEFAULT_MAX_PIXELS, PrepareSettings, parse_anchors
@@ -129,8 +140,8 @@ def prepare(
             asr_mode=asr_mode,
             threads=threads,
         )
-        report = run_prepare(data_root, out, settings, workers, progress, all_layouts())
-    n, bad = len(report.records), report.failed
+        report = run_prepare(data_root, out, settings, workers, progress, all_layouts(), executor, ray_address)
+    n, bad = report.count, report.failed
     typer.echo(f"prepared {n - len(bad)}/{n} clips into {out} ({report.cache_hits} from cache)")
     for rec in bad:
         err = rec.error or {}
@@ -285,13 +296,17 @@ def export_cmd(
     ts_format: Annotated[str, typer.Option(help=TS_HELP)] = "ms",
     word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
+    shard_size: Annotated[int, typer.Option(help="Clips per shard (per Parquet file for hf)")] = 1000,
+    executor: Annotated[str, typer.Option(help="local, or ray (shards written by Ray Data workers)")] = "local",
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default RAY_ADDRESS)")] = None,
 ) -> None:
     """Precomputed inputs for other harnesses (see README: loading snippets)."""
     from avstack.tasks.ecog.export import export
 
     stack, options = _ecog_inputs(variant, drop, asr, coord_order, ts_format, word_ts_format, prompt)
     with user_errors():
-        path = export(prepared, out, to, stack, options, model)
+        path = export(prepared, out, to, stack, options, model, shard_size=shard_size, executor=executor,
+                      ray_address=ray_address)
     typer.echo(f"wrote {path} ({stack.name})")
 
 

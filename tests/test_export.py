@@ -40,3 +40,25 @@ def test_jsonl_export_follows_the_stack(prepared, tmp_path):
     assert all(r["images"] and all(Path(p).is_file() for p in r["images"]) for r in rows)
     res = CliRunner().invoke(app, ["export", str(prepared), "--to", "tsv", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "openai-batch, jsonl, hf" in res.output
+
+
+def test_exports_are_written_in_shards_with_the_same_rows(prepared, tmp_path):
+    pytest.importorskip("datasets", reason="the hf export needs avstack[export]")
+    from datasets import load_dataset
+
+    for size in ("3", "1000"):
+        out = tmp_path / size
+        for fmt in ("jsonl", "hf"):
+            args = ["export", str(prepared), "--to", fmt, "--out", str(out), "--shard-size", size]
+            res = CliRunner().invoke(app, args)
+            assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in (tmp_path / "3").glob("test-*.parquet")) == [
+        "test-00000.parquet",
+        "test-00001.parquet",
+        "test-00002.parquet",
+    ]
+    assert (tmp_path / "3" / "data.jsonl").read_bytes() == (tmp_path / "1000" / "data.jsonl").read_bytes()
+    a = load_dataset("parquet", data_files=str(tmp_path / "3" / "test-*.parquet"), split="train")
+    b = load_dataset("parquet", data_files=str(tmp_path / "1000" / "test-*.parquet"), split="train")
+    assert sorted(a["id"]) == sorted(b["id"]) and len(a) == 7
+    assert not list(tmp_path.rglob(".export-*"))  # no temporary shard folder left behind

@@ -16,6 +16,7 @@ import struct
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,28 @@ def _wav_header(n_samples: int, rate: int) -> bytes:
         + b"fact" + struct.pack("<I", len(fact)) + fact
         + b"data" + struct.pack("<I", data)
     )
+
+
+@contextmanager
+def atomic_stream(path: str | os.PathLike[str]) -> Iterator[Any]:
+    """A binary file handle whose content replaces `path` only when the block ends without error."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _output_error(path, exc) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+        os.chmod(tmp, _FILE_MODE)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise _output_error(path, exc) from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def json_line(obj: Any) -> str:

@@ -7,12 +7,14 @@ clip and the field it could not use; paths in it are resolved inside the prepare
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .io import DataError, inside, read_json, read_jsonl, write_jsonl_atomic
+from .io import DataError, JsonlAppender, atomic_stream, inside, read_json, read_jsonl, write_jsonl_atomic
 
 
 @dataclass(frozen=True)
@@ -163,8 +165,82 @@ def load_manifest(prepared: str | Path) -> list[ClipRecord]:
     return out
 
 
+def manifest_shards(prepared: str | Path, size: int) -> list[tuple[int, int]]:
+    """Byte ranges of the manifest holding `size` lines each (workers read their own slice)."""
+    path = Path(prepared) / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no manifest; run `avstack prepare DATA_ROOT --out {prepared}` first")
+    ranges, start, offset, n = [], 0, 0, 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            offset += len(line)
+            n += 1
+            if n == size:
+                ranges.append((start, offset))
+                start, n = offset, 0
+    if n:
+        ranges.append((start, offset))
+    return ranges
+
+
+def iter_manifest(prepared: str | Path, start: int = 0, end: int | None = None) -> Iterator[ClipRecord]:
+    """The records of a byte range of the manifest, one at a time (validated like load_manifest)."""
+    path = Path(prepared) / MANIFEST
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        while end is None or fh.tell() < end:
+            line = fh.readline()
+            if not line:
+                break
+            if line.strip():
+                try:
+                    rec = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    raise DataError(f"{path} (byte {fh.tell() - len(line)}): not JSON ({exc})") from None
+                yield ClipRecord.from_json(rec, f"{path} (byte {fh.tell() - len(line)})")
+
+
 def write_manifest(prepared: str | Path, records: list[ClipRecord]) -> None:
     write_jsonl_atomic(Path(prepared) / MANIFEST, (r.to_json() for r in records))
+
+
+class ManifestWriter:
+    """The manifest written as clips finish: each record appended to `manifest.partial.jsonl` (so
+    the driver keeps only clip ids and offsets, whatever the clip count), then one final
+    `manifest.jsonl` in clip-id order, streamed from the partial file."""
+
+    def __init__(self, prepared: str | Path):
+        self.folder = Path(prepared)
+        self.partial = self.folder / "manifest.partial.jsonl"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.partial.write_bytes(b"")  # what a killed run left is redone from the cache
+        self._out = JsonlAppender(self.partial)
+        self.count, self.cache_hits = 0, 0
+        self.failed: list[ClipRecord] = []
+
+    def add(self, rec: ClipRecord) -> None:
+        self._out.append(rec.to_json())
+        self.count += 1
+        self.cache_hits += int(rec.cache_hit)
+        if rec.error:
+            self.failed.append(rec)
+
+    def finish(self) -> Path:
+        """Write manifest.jsonl sorted by clip id (a later line of a clip replaces an earlier one)."""
+        where: dict[str, tuple[int, int]] = {}
+        with open(self.partial, "rb") as fh:
+            offset = 0
+            for line in fh:
+                if line.strip():
+                    where[json.loads(line)["clip_id"]] = (offset, len(line))
+                offset += len(line)
+        path = self.folder / MANIFEST
+        with open(self.partial, "rb") as src, atomic_stream(path) as dst:
+            for cid in sorted(where):
+                src.seek(where[cid][0])
+                dst.write(src.read(where[cid][1]))
+        self.partial.unlink()
+        return path
 
 
 def data_root_of(prepared: str | Path) -> str | None:

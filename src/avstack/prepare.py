@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
 from multiprocessing import get_context
@@ -26,7 +26,7 @@ from . import __version__, media
 from .discover import VIDEO_SUFFIXES, ClipJob, Layout, discover
 from .images import write_jpeg
 from .io import DataError, Progress, read_json, sha256_file, write_json_atomic, write_wav_float
-from .manifest import ClipRecord, FrameRef, error_record, write_manifest
+from .manifest import ClipRecord, FrameRef, ManifestWriter
 from .media import DEFAULT_MAX_PIXELS
 
 ANCHORS = ("frames", "audio", "asr")
@@ -202,15 +202,16 @@ class AsrFeeder:
     ready, wait until a full pack (CPU) or batch (GPU) of one language is there, and are
     transcribed on one background thread (CTranslate2 releases the GIL). Clips are grouped in
     the jobs' order whatever order the workers finish in, so the same folder packs the same way.
-    `finish()` gives each clip's record its `asr` (from the cache when there), or the error of
-    the group it failed with."""
+    Each record leaves through `emit` with its `asr` (from the cache when there), or with the
+    error of the group it failed with: only waiting clips are held, never the whole batch."""
 
-    def __init__(self, jobs: list[ClipJob], s: PrepareSettings, out: Path, mode: str) -> None:
-        self.s, self.out, self.mode = s, out, mode
+    def __init__(
+        self, jobs: list[ClipJob], s: PrepareSettings, out: Path, mode: str, emit: Callable[[ClipRecord], None]
+    ) -> None:
+        self.s, self.out, self.mode, self.emit = s, out, mode, emit
         self.order = deque(j.clip_id for j in jobs)
         self.jobs = {j.clip_id: j for j in jobs}
         self.arrived: dict[str, ClipRecord] = {}
-        self.results: dict[str, tuple[dict[str, Any] | None, dict[str, str] | None]] = {}
         self.pending: dict[Any, list[tuple[ClipRecord, Path]]] = {}
         self.pool = ThreadPoolExecutor(1)
         self.futures: list[Future[None]] = []
@@ -219,19 +220,20 @@ class AsrFeeder:
         self.arrived[rec.clip_id] = rec
         while self.order and self.order[0] in self.arrived:
             cid = self.order.popleft()
-            self._take(self.jobs[cid], self.arrived.pop(cid))
+            self._take(self.jobs.pop(cid), self.arrived.pop(cid))
 
     def _take(self, job: ClipJob, rec: ClipRecord) -> None:
         if rec.error:
+            self.emit(rec)
             return
         if not rec.audio:
-            self.results[rec.clip_id] = (_no_audio_asr(self.s), None)
+            self.emit(replace(rec, asr=_no_audio_asr(self.s)))
             return
         settings = _asr_settings(job, self.s)
         path = _asr_cache(rec.audio, settings, self.out, self.mode)
         cached = read_json(path)
         if cached is not None:
-            self.results[rec.clip_id] = (cached, None)
+            self.emit(replace(rec, asr=cached))
             return
         items = self.pending.setdefault(settings, [])
         items.append((rec, path))
@@ -249,8 +251,7 @@ class AsrFeeder:
         packs = asr.plan_packs([(rec.audio or {})["duration_ms"] / 1000 for rec, _ in items])
         return len(items) - len(packs[-1]) if len(packs) > 1 else 0
 
-    def finish(self, records: list[ClipRecord]) -> list[ClipRecord]:
-        """The records with the ASR results filled in."""
+    def finish(self) -> None:
         for settings, items in self.pending.items():
             if items:
                 self.futures.append(self.pool.submit(self._run, settings, items))
@@ -258,11 +259,6 @@ class AsrFeeder:
         for f in self.futures:
             f.result()
         self.pool.shutdown()
-        out = []
-        for rec in records:
-            asr, error = self.results.get(rec.clip_id, (rec.asr, rec.error))
-            out.append(replace(rec, asr=asr, error=error))
-        return out
 
     def _run(self, settings: Any, items: list[tuple[ClipRecord, Path]]) -> None:
         from . import asr
@@ -275,11 +271,11 @@ class AsrFeeder:
                 results = asr.transcribe_packed(clips, settings)
         except Exception as exc:  # this group's clips fail; the rest go on
             for rec, _ in items:
-                self.results[rec.clip_id] = (None, error_record(exc))
+                self.emit(rec.failed(exc))
             return
         for (rec, path), tr in zip(items, results):
-            self.results[rec.clip_id] = (tr.to_ecog(), None)
             write_json_atomic(path, tr.to_ecog())
+            self.emit(replace(rec, asr=tr.to_ecog()))
 
 
 def asr_mode(s: PrepareSettings) -> str:
@@ -352,19 +348,26 @@ def _no_audio_asr(s: PrepareSettings) -> dict[str, Any]:
 
 @dataclass
 class PrepareReport:
-    records: list[ClipRecord] = field(default_factory=list)
+    """What a prepare did: counts and the failed records (the records themselves are in the
+    manifest, read on demand: the driver never holds them all)."""
+
+    manifest: Path
+    count: int = 0
+    cache_hits: int = 0
+    failed: list[ClipRecord] = field(default_factory=list)
 
     @property
-    def failed(self) -> list[ClipRecord]:
-        return [r for r in self.records if r.error]
+    def records(self) -> list[ClipRecord]:
+        from .manifest import load_manifest
 
-    @property
-    def cache_hits(self) -> int:
-        return sum(1 for r in self.records if r.cache_hit)
+        return load_manifest(self.manifest.parent)
 
 
 def _default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+EXECUTORS = ("local", "ray")
 
 
 def prepare(
@@ -374,9 +377,15 @@ def prepare(
     workers: int | None = None,
     progress: Progress | None = None,
     layouts: Sequence[Layout] = (),
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> PrepareReport:
-    """Prepare every clip below data_root into out/; writes out/manifest.jsonl. `layouts` are the
-    folder layouts to recognise (a task's, e.g. EcoG's); else a plain folder of videos."""
+    """Prepare every clip below data_root into out/; writes out/manifest.jsonl as clips finish.
+    `layouts` are the folder layouts to recognise (a task's, e.g. EcoG's); else a plain folder of
+    videos. `executor`: `local` (worker processes here) or `ray` (Ray Data on a cluster, the same
+    stage functions; see avstack.ray_exec)."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}; found {executor!r}")
     s = settings or PrepareSettings()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -386,29 +395,38 @@ def prepare(
             f"no clips found under {data_root}: no task folder layout (EcoG's 指令N folders) and no video "
             f"files ({', '.join(VIDEO_SUFFIXES)})"
         )
-    workers = min(workers or _default_workers(), max(1, len(jobs)))
-    if workers > 1 and s.threads == 0:
-        # workers share the cores: oversubscribed decoder and ASR threads only contend
-        s = replace(s, threads=max(1, _default_workers() // workers))
+    if executor == "local":
+        workers = min(workers or _default_workers(), max(1, len(jobs)))
+        if workers > 1 and s.threads == 0:
+            # workers share the cores: oversubscribed decoder and ASR threads only contend
+            s = replace(s, threads=max(1, _default_workers() // workers))
     mode = asr_mode(s)
     if mode == "packed":  # one instruction type per folder: mix the folders in each pack
         from . import asr
 
         jobs = [jobs[i] for i in asr.interleave([j.task_template or Path(j.clip_id).parent.as_posix() for j in jobs])]
-    if mode == "single":
-        records = list(_run_jobs(jobs, s, out, workers, progress))
+    writer = ManifestWriter(out)
+
+    def run(stage_settings: PrepareSettings) -> Iterable[ClipRecord]:
+        if executor == "ray":
+            from .ray_exec import run_ray
+
+            return run_ray(jobs, stage_settings, out, ray_address, progress, asr_on_gpu=mode == "batched")
+        return _run_jobs(jobs, stage_settings, out, workers or 1, progress)
+
+    if mode == "single" or executor == "ray":
+        for rec in run(s):
+            writer.add(rec)
     else:
         # decoders in the workers; ASR here, across clips, while they go on
         media_only = replace(s, anchors=tuple(dict.fromkeys([*(a for a in s.anchors if a != "asr"), "audio"])))
-        feeder = AsrFeeder(jobs, s, out, mode)
-        records = []
-        for rec in _run_jobs(jobs, media_only, out, workers, progress):
+        feeder = AsrFeeder(jobs, s, out, mode, writer.add)
+        for rec in run(media_only):
             feeder.add(rec)
-            records.append(rec)
-        records = feeder.finish(records)
-    records.sort(key=lambda r: r.clip_id)
-    _write_manifest(out, data_root, s, records)
-    return PrepareReport(records)
+        feeder.finish()
+    manifest = writer.finish()
+    _write_prepare_json(out, data_root, s, writer.count, len(writer.failed), executor)
+    return PrepareReport(manifest, writer.count, writer.cache_hits, writer.failed)
 
 
 def _run_jobs(
@@ -438,15 +456,14 @@ def _init_worker(threads: int, parent_pid: int) -> None:
         os.environ.setdefault("AVSTACK_ASR_THREADS", str(threads))
 
 
-def _write_manifest(out: Path, data_root: str | Path, s: PrepareSettings, records: list[ClipRecord]) -> None:
-    write_manifest(out, records)
-    write_json_atomic(
-        out / "prepare.json",
-        {
-            "avstack_version": __version__,
-            "data_root": str(Path(data_root).resolve()),
-            "settings": asdict(s),
-            "clips": len(records),
-            "failed": sum(1 for r in records if r.error),
-        },
-    )
+def _write_prepare_json(
+    out: Path, data_root: str | Path, s: PrepareSettings, clips: int, failed: int, executor: str
+) -> None:
+    meta = {
+        "avstack_version": __version__,
+        "data_root": str(Path(data_root).resolve()),
+        "settings": asdict(s),
+        "clips": clips,
+        "failed": failed,
+    }
+    write_json_atomic(out / "prepare.json", meta | ({"executor": executor} if executor != "local" else {}))

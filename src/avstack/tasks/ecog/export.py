@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import pickle
+import shutil
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...io import DataError, write_jsonl_atomic
-from ...manifest import ClipRecord
+from ...io import DataError, atomic_stream, write_jsonl_atomic
+from ...manifest import ClipRecord, data_root_of, iter_manifest, manifest_shards
 from ...messages import Request, Video, flat_prompt, render, to_openai
 from ...stacks import Stack
-from .prompt import EcogOptions
-from .runs import requests_for
+from .prompt import EcogOptions, build_request
+from .runs import requests_for, usable
 
 FORMATS = ("openai-batch", "jsonl", "hf")
 
@@ -39,6 +44,9 @@ def generic_row(record: ClipRecord, req: Request, stack: Stack) -> dict[str, Any
     }
 
 
+SHARD_SIZE = 1000  # clips per shard: per Parquet file with the frames embedded
+
+
 def export(
     prepared: str | Path,
     out: str | Path,
@@ -47,35 +55,107 @@ def export(
     options: EcogOptions = EcogOptions(),
     model: str = "gpt-4o",
     max_tokens: int = 2048,
+    shard_size: int = SHARD_SIZE,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> Path:
-    """Write one file for every usable clip of `prepared` under `stack`; returns the file."""
+    """Every usable clip of `prepared` under `stack`, written shard by shard as it goes (never the
+    whole dataset in memory): `batch.jsonl`, `data.jsonl`, or `test-00000.parquet`, ... for hf.
+    With `executor="ray"` the shards are written by Ray Data workers. A clip whose manifest
+    record points outside the prepared folder stops the export (nothing is written) and is named."""
     if fmt not in FORMATS:
         raise ValueError(f"--to must be one of {', '.join(FORMATS)}; found {fmt!r}")
     out = Path(out)
-    pairs, problems = requests_for(Path(prepared), stack, options)
-    if problems:  # never export what a manifest points at outside its folder
-        raise DataError("; ".join(f"{r.clip_id}: {why}" for r, why in problems[:5]) + _more(problems))
-    if fmt == "openai-batch":
-        path = out / "batch.jsonl"
-        write_jsonl_atomic(
-            path,
-            [
-                {
-                    "custom_id": rec.clip_id,
-                    "method": "POST",
-                    "url": "/v1/chat/completions",
-                    "body": {"model": model, "messages": to_openai(req), "temperature": 0, "max_tokens": max_tokens},
-                }
-                for rec, req in pairs
-            ],
-        )
-        return path
-    rows = [generic_row(rec, req, stack) for rec, req in pairs]
-    if fmt == "jsonl":
-        path = out / "data.jsonl"
-        write_jsonl_atomic(path, rows)
-        return path
-    return _write_parquet(rows, out / "test.parquet")
+    tmp = out / f".export-{uuid.uuid4().hex[:8]}"
+    spec = ShardSpec(str(Path(prepared).resolve()), str(tmp), fmt, stack, options, model, max_tokens)
+    ranges = manifest_shards(prepared, shard_size)
+    try:
+        results = _run_shards(spec, ranges, executor, ray_address)
+        problems = [p for _, ps in results for p in ps]
+        if problems:  # never export what a manifest points at outside its folder
+            raise DataError("; ".join(problems[:5]) + _more(problems))
+        return _publish(tmp, out, fmt, len(ranges))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    prepared: str
+    folder: str
+    fmt: str
+    stack: Stack
+    options: EcogOptions
+    model: str
+    max_tokens: int
+
+
+def _run_shards(spec: ShardSpec, ranges: list[tuple[int, int]], executor: str, address: str | None) -> list[Any]:
+    if executor == "ray":
+        from ...ray_exec import connect
+
+        ray = connect(address)
+        items = [{"k": k, "start": a, "end": b} for k, (a, b) in enumerate(ranges)]
+        ds = ray.data.from_items(items, override_num_blocks=max(1, len(items)))
+        rows = ds.map(_shard_row, fn_kwargs={"spec": pickle.dumps(spec)}, num_cpus=1).iter_rows()
+        return [(r["count"], list(r["problems"])) for r in rows]
+    return [write_shard(spec, k, a, b) for k, (a, b) in enumerate(ranges)]
+
+
+def _shard_row(row: dict[str, Any], spec: bytes) -> dict[str, Any]:
+    count, problems = write_shard(pickle.loads(spec), row["k"], row["start"], row["end"])
+    return {"count": count, "problems": problems}
+
+
+def write_shard(spec: ShardSpec, k: int, start: int, end: int) -> tuple[int, list[str]]:
+    """One shard's file from one byte range of the manifest; (clips written, problems)."""
+    rows, problems = [], []
+    prepared = Path(spec.prepared)
+    root = data_root_of(prepared)
+    for rec in iter_manifest(prepared, start, end):
+        if not usable(rec):
+            continue
+        try:
+            req = build_request(rec, spec.stack, spec.prepared, spec.options, root)
+        except (DataError, ValueError) as exc:
+            problems.append(f"{rec.clip_id}: {exc}")
+            continue
+        rows.append(_row(spec, rec, req))
+    folder = Path(spec.folder)
+    if spec.fmt == "hf":
+        _write_parquet(rows, folder / f"test-{k:05d}.parquet")
+    else:
+        write_jsonl_atomic(folder / f"part-{k:05d}.jsonl", rows)
+    return len(rows), problems
+
+
+def _row(spec: ShardSpec, rec: ClipRecord, req: Request) -> dict[str, Any]:
+    if spec.fmt == "openai-batch":
+        return {
+            "custom_id": rec.clip_id,
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {"model": spec.model, "messages": to_openai(req), "temperature": 0, "max_tokens": spec.max_tokens},
+        }
+    return generic_row(rec, req, spec.stack)
+
+
+def _publish(tmp: Path, out: Path, fmt: str, shards: int) -> Path:
+    """Move the finished shards into place: Parquet shards as they are (old ones removed), JSONL
+    parts joined into one file."""
+    out.mkdir(parents=True, exist_ok=True)
+    if fmt == "hf":
+        for old in out.glob("test-*.parquet"):
+            old.unlink()
+        for shard in sorted(tmp.glob("test-*.parquet")):
+            os.replace(shard, out / shard.name)
+        return out / "test-00000.parquet"
+    path = out / ("batch.jsonl" if fmt == "openai-batch" else "data.jsonl")
+    with atomic_stream(path) as dst:
+        for k in range(shards):
+            with open(tmp / f"part-{k:05d}.jsonl", "rb") as src:
+                shutil.copyfileobj(src, dst)
+    return path
 
 
 def _write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
@@ -101,7 +181,8 @@ def _write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
         }
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    Dataset.from_list(rows, features=features).to_parquet(str(path))
+    if rows:
+        Dataset.from_list(rows, features=features).to_parquet(str(path))
     return path
 
 

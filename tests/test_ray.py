@@ -1,0 +1,141 @@
+"""`prepare --executor ray` on a real local multi-node Ray cluster (`ray.cluster_utils.Cluster`, two
+nodes with one CPU each): the same manifest as the local executor, a killed worker retried, a
+killed driver resumed from the cache, storage checked on every node."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import LAYOUTS, SAMPLES
+
+from avstack.manifest import load_manifest
+from avstack.prepare import PrepareSettings, prepare
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'avstack[ray]')")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    c.add_node(num_cpus=1)
+    ray.init(address=c.address, log_to_driver=False, include_dashboard=False)
+    c.wait_for_nodes()
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    """The sample set plus one corrupt clip (a bad clip must be recorded the same way)."""
+    root = tmp_path_factory.mktemp("data") / "root"
+    shutil.copytree(SAMPLES, root)
+    (root / "指令2" / "l2_portrait.mp4").write_bytes(b"\x00\x00\x00 not a video at all" * 50)
+    return root
+
+
+def _records(folder: Path) -> dict[str, dict]:
+    return {r.clip_id: r.to_json() for r in load_manifest(folder)}
+
+
+def test_ray_manifest_equals_the_local_one(cluster, data_root, tmp_path):
+    s = PrepareSettings(lang="en")
+    local = prepare(data_root, tmp_path / "local", s, workers=2, layouts=LAYOUTS)
+    remote = prepare(data_root, tmp_path / "ray", s, layouts=LAYOUTS, executor="ray")
+    assert remote.count == local.count == 7 and len(remote.failed) == len(local.failed) == 1
+    a, b = _records(tmp_path / "local"), _records(tmp_path / "ray")
+    assert a == b  # clip records, frame pts, ASR words, the bad clip's error
+    assert b["指令2/l2_portrait.mp4"]["error"]["type"] == "MediaError"
+    for rec in b.values():  # the JPEG bytes too
+        for f in rec["frames"]:
+            assert (tmp_path / "ray" / f["path"]).read_bytes() == (tmp_path / "local" / f["path"]).read_bytes()
+    assert json.loads((tmp_path / "ray" / "prepare.json").read_text())["executor"] == "ray"
+
+
+def _ray_task_pids() -> list[int]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines() if "ray::Map(_prepare_row)" in line]
+
+
+def test_a_killed_worker_is_retried_and_nothing_is_duplicated(cluster, tmp_path):
+    result: dict = {}
+
+    def go():
+        result["report"] = prepare(SAMPLES, tmp_path / "out", PrepareSettings(lang="en"), layouts=LAYOUTS,
+                                   executor="ray")
+
+    thread = threading.Thread(target=go)
+    thread.start()
+    killed = None
+    deadline = time.time() + 120
+    while thread.is_alive() and time.time() < deadline and killed is None:
+        pids = _ray_task_pids()
+        if pids:
+            killed = pids[0]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.02)
+    thread.join(300)
+    assert killed is not None, "no Ray task process was seen running"
+    report = result["report"]
+    assert report.count == 7 and not report.failed
+    lines = (tmp_path / "out" / "manifest.jsonl").read_text().splitlines()
+    ids = [json.loads(x)["clip_id"] for x in lines]
+    assert len(ids) == len(set(ids)) == 7
+
+
+def test_a_killed_driver_reruns_from_the_cache(cluster, tmp_path):
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-c", "from avstack_cli.app import main; main()", "prepare", str(SAMPLES), "--out",
+           str(out), "--lang", "en", "--executor", "ray", "--ray-address", cluster.address]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    index = out / "cache" / "frames"
+    while time.time() < deadline and len(list(index.glob("*.json"))) < 3 and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = len(list(index.glob("*.json")))
+    assert done >= 3 and not (out / "manifest.jsonl").exists()
+    time.sleep(1.0)  # the killed driver's tasks are cancelled by Ray
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    hits = int(res.stdout.split("(")[1].split()[0])
+    assert hits >= done and "prepared 7/7" in res.stdout
+
+
+def test_storage_every_node_cannot_write_is_refused_naming_the_node(cluster, tmp_path):
+    from avstack.ray_exec import check_shared_storage
+
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,ro", "tmpfs", str(mnt)]).returncode:
+        pytest.skip("needs root and tmpfs to make a folder no node can write")
+    try:
+        refusal = r"node [0-9.]+ \([0-9a-f]{12}\) cannot write into .*storage every node reaches"
+        with pytest.raises(OSError, match=refusal):
+            check_shared_storage(mnt / "out")
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
+    check_shared_storage(tmp_path / "shared")  # a folder every node sees passes
+
+
+def test_ray_workers_write_the_export_shards(cluster, tmp_path):
+    from avstack.stacks import make_stack
+    from avstack.tasks.ecog.export import export
+
+    prep = tmp_path / "prep"
+    prepare(SAMPLES, prep, PrepareSettings(anchors=("frames",)), workers=1, layouts=LAYOUTS)
+    local = export(prep, tmp_path / "local", "jsonl", make_stack("full"), shard_size=3)
+    remote = export(prep, tmp_path / "ray", "jsonl", make_stack("full"), shard_size=3, executor="ray")
+    assert remote.read_bytes() == local.read_bytes() and len(local.read_text().splitlines()) == 7
