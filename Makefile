@@ -10,6 +10,7 @@ $(BIN)/avstack: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[asr-offline,dev,ray]'
+	rm -rf avstack.egg-info  # a build leftover that would shadow the installed metadata (inspect's task names)
 	touch $(BIN)/avstack
 
 setup: $(BIN)/avstack

@@ -6,6 +6,7 @@ methods, so the numbers survive a noisy machine. Prints Markdown tables and writ
     python benchmarks/perf.py                      # everything that runs on a CPU
     python benchmarks/perf.py --only decode,jpeg   # a subset
     python benchmarks/perf.py --only asr,prepare_full --device cuda --clips 100   # the GPU script
+    python benchmarks/perf.py --only ray,driver_rss --clips 24 --json benchmarks/ray.json
 """
 
 from __future__ import annotations
@@ -369,7 +370,110 @@ def bench_prepare_full(tmp: Path, n_clips: int, device: str, model: str) -> list
     return rows
 
 
-SECTIONS = ("decode", "jpeg", "workers", "rss", "asr", "prepare_full")
+def bench_ray(tmp: Path, n_clips: int, repeats: int) -> list[dict[str, Any]]:
+    """`prepare --anchors frames` on the same clips: Ray Data on a local 2-node cluster (1 CPU
+    each) vs the local executor with 2 workers. The cluster's start and the first run's worker
+    warm-up are reported apart; then rounds alternate, each on a fresh output folder."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from avstack.tasks import all_layouts
+
+    root = tmp / "ray_clips"
+    root.mkdir(exist_ok=True)
+    for i in range(n_clips):
+        noisy_clip(root / f"c{i:02d}.mp4", "1280x720", 4.0, seed=i)
+    settings = PrepareSettings(anchors=("frames",))
+    t0 = time.perf_counter()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    ray.init(address=cluster.address, log_to_driver=False, include_dashboard=False)
+    cluster.wait_for_nodes()
+    start_s = time.perf_counter() - t0
+    try:
+        warm = tmp / "ray_warm"
+        t0 = time.perf_counter()
+        prepare(root, warm, settings, layouts=all_layouts(), executor="ray")
+        first_s = time.perf_counter() - t0
+
+        stamps: dict[str, list[tuple[float, float, float]]] = {"local": [], "ray": []}
+
+        def run(executor: str) -> None:
+            """One cold run; records (start-up: time to the first clip, steady clips/s after it, total)."""
+            out = tmp / f"out_{executor}"
+            shutil.rmtree(out, ignore_errors=True)
+            seen: list[float] = []
+
+            def clock(items: Any, n: int) -> Any:
+                for item in items:
+                    seen.append(time.perf_counter())
+                    yield item
+
+            t0 = time.perf_counter()
+            prepare(root, out, settings, workers=2, progress=clock, layouts=all_layouts(), executor=executor)
+            total = time.perf_counter() - t0
+            steady = (len(seen) - 1) / (seen[-1] - seen[0]) if len(seen) > 1 and seen[-1] > seen[0] else 0.0
+            stamps[executor].append((seen[0] - t0, steady, total))
+
+        for _ in range(repeats):  # alternating, so both meet the same machine weather
+            run("local")
+            run("ray")
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    rows = []
+    local_steady = statistics.median(s for _, s, _ in stamps["local"])
+    for executor, label in (("local", "local, 2 workers"), ("ray", "ray, 2 nodes x 1 CPU")):
+        first = statistics.median(f for f, _, _ in stamps[executor])
+        steady = statistics.median(s for _, s, _ in stamps[executor])
+        total = statistics.median(t for _, _, t in stamps[executor])
+        rows.append(
+            {
+                "executor": label,
+                "clips": n_clips,
+                "run_s": round(total, 2),
+                "startup_s (to 1st clip)": round(first, 2),
+                "steady_clips_per_s": round(steady, 2),
+                "steady_vs_local": round(steady / local_steady, 2),
+                "cluster_start_s": round(start_s, 1) if executor == "ray" else None,
+                "first_run_s": round(first_s, 1) if executor == "ray" else None,
+            }
+        )
+    return rows
+
+
+def bench_driver_rss(tmp: Path, counts: tuple[int, ...] = (200, 2000)) -> list[dict[str, Any]]:
+    """Peak RSS of the `prepare` driver (a fresh process, VmHWM) for N tiny clips: the manifest is
+    written as clips finish, so the driver holds clip ids, not records."""
+    src = tmp / "tiny.mp4"
+    synth.write_clip(src, synth.ClipSpec(width=64, height=48, duration_s=0.5, fps=10))
+    rows = []
+    for n in counts:
+        root = tmp / f"tiny_{n}"
+        root.mkdir(exist_ok=True)
+        for i in range(n):
+            if not (root / f"c{i:05d}.mp4").exists():
+                shutil.copy(src, root / f"c{i:05d}.mp4")
+        code = (
+            "import re, sys\nfrom avstack_cli.app import main\nsys.argv = ['avstack', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('HWM', re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1), file=sys.stderr)"
+        )
+        out = tmp / f"tiny_out_{n}"
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = [sys.executable, "-c", code, "prepare", str(root), "--out", str(out), "--anchors", "frames"]
+        t0 = time.perf_counter()
+        res = subprocess.run([*cmd, "--workers", "2"], capture_output=True, text=True, check=True)
+        secs = time.perf_counter() - t0
+        hwm = next(int(x.split()[1]) for x in res.stderr.splitlines() if x.startswith("HWM"))
+        rows.append({"clips": n, "driver_peak_rss_mb": round(hwm / 1024, 1), "seconds": round(secs, 1)})
+    base = rows[0]["driver_peak_rss_mb"]
+    for r in rows:
+        r["vs_smallest"] = round(r["driver_peak_rss_mb"] / base, 2)
+    return rows
+
+
+SECTIONS = ("decode", "jpeg", "workers", "rss", "asr", "prepare_full", "ray", "driver_rss")
 
 
 def machine() -> str:
@@ -419,6 +523,12 @@ def main() -> None:
         if "prepare_full" in only:
             rows = result["prepare_full"] = bench_prepare_full(tmp, args.clips, args.device, args.models.split(",")[0])
             print("## prepare --anchors full\n\n" + table(rows, list(rows[0])) + "\n")
+        if "ray" in only:
+            rows = result["ray"] = bench_ray(tmp, args.clips, args.repeats)
+            print(f"## Ray vs local on {args.clips} clips\n\n" + table(rows, list(rows[0])) + "\n")
+        if "driver_rss" in only:
+            rows = result["driver_rss"] = bench_driver_rss(tmp)
+            print("## prepare driver memory\n\n" + table(rows, list(rows[0])) + "\n")
     args.json.write_text(json.dumps(result, indent=1))
 
 

@@ -286,7 +286,7 @@ def stacks(
 @app.command("export")
 def export_cmd(
     prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
-    to: Annotated[str, typer.Option("--to", help="openai-batch, jsonl or hf")],
+    to: Annotated[str, typer.Option("--to", help="openai-batch, jsonl, hf or lmms-eval (a task folder)")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder")],
     variant: Annotated[str, typer.Option(help="full, video or text")] = "full",
     drop: Annotated[list[str], typer.Option(help=DROP_HELP)] = [],  # noqa: B006

@@ -18,7 +18,7 @@ from ...stacks import Stack
 from .prompt import EcogOptions, build_request
 from .runs import requests_for, usable
 
-FORMATS = ("openai-batch", "jsonl", "hf")
+FORMATS = ("openai-batch", "jsonl", "hf", "lmms-eval")
 
 
 def _more(problems: list[Any]) -> str:
@@ -67,14 +67,20 @@ def export(
         raise ValueError(f"--to must be one of {', '.join(FORMATS)}; found {fmt!r}")
     out = Path(out)
     tmp = out / f".export-{uuid.uuid4().hex[:8]}"
-    spec = ShardSpec(str(Path(prepared).resolve()), str(tmp), fmt, stack, options, model, max_tokens)
+    shard_fmt = "hf" if fmt == "lmms-eval" else fmt  # lmms-eval reads the Parquet shards
+    spec = ShardSpec(str(Path(prepared).resolve()), str(tmp), shard_fmt, stack, options, model, max_tokens)
     ranges = manifest_shards(prepared, shard_size)
     try:
         results = _run_shards(spec, ranges, executor, ray_address)
         problems = [p for _, ps in results for p in ps]
         if problems:  # never export what a manifest points at outside its folder
             raise DataError("; ".join(problems[:5]) + _more(problems))
-        return _publish(tmp, out, fmt, len(ranges))
+        path = _publish(tmp, out, shard_fmt, len(ranges))
+        if fmt == "lmms-eval":
+            from .lmms import write_task
+
+            return write_task(out, stack, str((out / "test-*.parquet").resolve()), max_tokens)
+        return path
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -1,0 +1,73 @@
+"""`avstack export --to lmms-eval`: the generated task folder, exercised through its own hooks.
+
+lmms-eval itself does not install beside avstack's pins (it needs av<16 and torchvision; see the
+README), so the test loads the generated YAML and `utils.py` the way lmms-eval does (the YAML
+with its `!function` tags resolved to the module's functions, the Parquet shards through
+`datasets`) and calls the hooks: oracle answers score 100%, the deixis answers of a run score
+exactly what `avstack score` gives them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+from avstack_cli.app import app
+from typer.testing import CliRunner
+
+from avstack.tasks.ecog.metrics import METRICS
+
+yaml = pytest.importorskip("yaml", reason="pyyaml is needed to read the task file")
+datasets = pytest.importorskip("datasets", reason="the lmms-eval export reads Parquet through datasets")
+
+
+def _load_task(folder):
+    """The task YAML with `!function utils.x` resolved against the folder's utils.py, as lmms-eval does."""
+    spec = importlib.util.spec_from_file_location("avstack_lmms_utils", folder / "utils.py")
+    utils = importlib.util.module_from_spec(spec)
+    sys.modules["avstack_lmms_utils"] = utils
+    spec.loader.exec_module(utils)
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def function(loader, node):
+        return getattr(utils, loader.construct_scalar(node).split(".")[1])
+
+    Loader.add_constructor("!function", function)
+    (path,) = folder.glob("avstack_ecog_*.yaml")
+    return yaml.load(path.read_text(), Loader=Loader), utils
+
+
+def test_lmms_eval_task_folder_scores_like_avstack(prepared, tmp_path):
+    out = tmp_path / "lmms"
+    res = CliRunner().invoke(app, ["export", str(prepared), "--to", "lmms-eval", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    task, utils = _load_task(out)
+    assert task["task"] == "avstack_ecog_full" and task["output_type"] == "generate_until"
+    assert [m["metric"] for m in task["metric_list"]] == list(METRICS)
+    docs = datasets.load_dataset("parquet", data_files=task["dataset_kwargs"]["data_files"], split="test")
+    assert len(docs) == 7
+    doc = docs[0]
+    visuals = task["doc_to_visual"](doc)
+    text = task["doc_to_text"](doc)
+    assert len(visuals) == text.count("<image>") == len(doc["image_pts_ms"])
+    assert all(f"<timestamp_ms>{p}\n<image>" in text for p in doc["image_pts_ms"])  # true pts kept in the text
+    # oracle answers: 100% on every metric
+    from avstack.tasks.ecog.baselines import oracle_answer
+
+    scores = [
+        task["process_results"](d, [json.dumps(oracle_answer(json.loads(d["answer"]), d["width"], d["height"]))])
+        for d in docs
+    ]
+    agg = {m: task["metric_list"][i]["aggregation"]([s[m] for s in scores]) for i, m in enumerate(METRICS)}
+    assert agg == {m: 1.0 for m in METRICS}
+    # the deixis answers of a real run: the same per-clip scores as `avstack score`
+    run = tmp_path / "run"
+    assert CliRunner().invoke(app, ["run", str(prepared), "--model", "deixis", "--out", str(run)]).exit_code == 0
+    raw = {p["video_name"]: p["raw"] for p in map(json.loads, (run / "predictions.jsonl").read_text().splitlines())}
+    per_clip = json.loads((run / "score.json").read_text())["per_clip"]
+    ours = {c["video_name"]: {m: c[m] for m in METRICS} for c in per_clip}
+    theirs = {d["id"]: task["process_results"](d, [raw[d["id"]]]) for d in docs}
+    assert theirs == ours
