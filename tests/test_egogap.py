@@ -320,3 +320,15 @@ def test_cli_prompts_score_and_export(tmp_path):
         ],
     )
     assert res.exit_code == 1 and "not found" in res.output
+
+
+def cli_runs(tmp_path, models=("oracle", "chance")):
+    """Runs of the hand-made bundle file through the CLI, one folder per model."""
+    bundles, images = _bundles(tmp_path / "b.jsonl"), _images(tmp_path / "img")
+    runs = []
+    for model in models:
+        d = tmp_path / model
+        args = ["run", "--task", "egogap", "--bundles", str(bundles), "--images", str(images), "--model", model]
+        assert CliRunner().invoke(app, [*args, "--out", str(d)]).exit_code == 0
+        runs.append(d)
+    return runs

@@ -182,15 +182,9 @@ def test_ablate_subsets_prints_a_shapley_table(prepared, tmp_path):
 
 
 def test_egogap_per_item_and_paired_deltas(tmp_path):
-    from test_egogap import _bundles, _images
+    from test_egogap import cli_runs
 
-    bundles, images = _bundles(tmp_path / "b.jsonl"), _images(tmp_path / "img")
-    runs = []
-    for model in ("oracle", "chance"):
-        d = tmp_path / model
-        args = ["run", "--task", "egogap", "--bundles", str(bundles), "--images", str(images), "--model", model]
-        assert CliRunner().invoke(app, [*args, "--out", str(d)]).exit_code == 0
-        runs.append(d)
+    runs = cli_runs(tmp_path)
     rows = (runs[1] / "per_item.csv").read_text().splitlines()
     assert rows[0] == "item_id,correct,motor_intrusion,off_vantage,format,kind" and len(rows) == 9
     res = CliRunner().invoke(app, ["report", *map(str, runs), "--out", str(tmp_path / "rep")])

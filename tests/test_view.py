@@ -106,15 +106,9 @@ def test_clip_page_is_true_to_the_millisecond(browser, site, prepared):
 
 def test_egogap_items_page(browser, tmp_path):
     from selenium.webdriver.common.by import By
-    from test_egogap import _bundles, _images
+    from test_egogap import cli_runs
 
-    bundles, images = _bundles(tmp_path / "b.jsonl"), _images(tmp_path / "img")
-    runs = []
-    for model in ("oracle", "chance"):
-        d = tmp_path / model
-        args = ["run", "--task", "egogap", "--bundles", str(bundles), "--images", str(images), "--model", model]
-        assert CliRunner().invoke(app, [*args, "--out", str(d)]).exit_code == 0
-        runs.append(d)
+    runs = cli_runs(tmp_path)
     res = CliRunner().invoke(app, ["view", *map(str, runs), "--out", str(tmp_path / "site")])
     assert res.exit_code == 0, res.output
     browser.get((tmp_path / "site" / "index.html").as_uri())

@@ -47,23 +47,8 @@ def _output_error(path: Path, exc: OSError) -> OutputError:
 
 def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
     """Write via a temp file in the same folder and rename: never a half file."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise _output_error(path, exc) from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; outputs follow the umask like open()
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise _output_error(path, exc) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_stream(path) as fh:
+        fh.write(data)
 
 
 def write_wav_float(path: str | os.PathLike[str], chunks: Iterable[Any], rate: int) -> tuple[int, str]:
@@ -71,32 +56,20 @@ def write_wav_float(path: str | os.PathLike[str], chunks: Iterable[Any], rate: i
     (sample count, sha256 of the file). The header holds only format and sizes (no PEAK chunk
     with a write time, as libsndfile adds), so the same samples give the same bytes: the file's
     hash can key a cache on any machine."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise _output_error(path, exc) from None
-    try:
-        n = 0
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(_wav_header(0, rate))
-            for chunk in chunks:
-                data = chunk.astype("<f4", copy=False).tobytes()
-                fh.write(data)
-                n += len(data) // 4
-            fh.seek(0)
-            fh.write(_wav_header(n, rate))
-        os.chmod(tmp, _FILE_MODE)
-        digest = sha256_file(tmp)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise _output_error(path, exc) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return n, digest
+    n = 0
+    with atomic_stream(path) as fh:
+        fh.write(_wav_header(0, rate))
+        for chunk in chunks:
+            data = chunk.astype("<f4", copy=False).tobytes()
+            fh.write(data)
+            n += len(data) // 4
+        fh.seek(0)
+        fh.write(_wav_header(n, rate))
+        fh.seek(0)
+        h = hashlib.sha256()
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return n, h.hexdigest()
 
 
 def _wav_header(n_samples: int, rate: int) -> bytes:
@@ -122,9 +95,9 @@ def atomic_stream(path: str | os.PathLike[str]) -> Iterator[Any]:
     except OSError as exc:
         raise _output_error(path, exc) from None
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with os.fdopen(fd, "w+b") as fh:
             yield fh
-        os.chmod(tmp, _FILE_MODE)
+        os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; outputs follow the umask like open()
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
