@@ -222,7 +222,8 @@ class JsonlAppender:
         self.path = path
         self._lock = threading.Lock()
 
-    def append(self, record: Any) -> None:
+    def append(self, record: Any) -> tuple[int, int]:
+        """Append one line; returns (offset, length) of the line in the file."""
         data = json_line(record).encode()
         with self._lock:
             try:
@@ -231,6 +232,7 @@ class JsonlAppender:
                     written = os.write(fd, data)
                     if written != len(data):
                         raise OSError(28, "short write (No space left on device?)")
+                    return os.lseek(fd, 0, os.SEEK_CUR) - written, written
                 finally:
                     os.close(fd)
             except OSError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -44,7 +45,8 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _is_num(x: Any) -> bool:
+def is_number(x: Any) -> bool:
+    """A finite int or float (not a bool): what a time, a size or a coordinate read from a file must be."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -59,7 +61,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "height": (lambda v: _is_int(v) and v > 0, "a positive integer"),
     "rotation": (_is_int, "an integer"),
     "vfr": (lambda v: isinstance(v, bool), "true or false"),
-    "fps": (_is_num, "a number"),
+    "fps": (is_number, "a number"),
     "has_audio": (lambda v: isinstance(v, bool), "true or false"),
     "decode_path": (lambda v: isinstance(v, str), "a string"),
     "audio": (lambda v: isinstance(v, dict), "an object"),
@@ -215,30 +217,28 @@ class ManifestWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.partial.write_bytes(b"")  # what a killed run left is redone from the cache
         self._out = JsonlAppender(self.partial)
+        self._where: dict[str, tuple[int, int]] = {}  # clip id -> (offset, length) of its line
+        self._lock = threading.Lock()  # records arrive from the workers' results and the ASR thread
         self.count, self.cache_hits = 0, 0
         self.failed: list[ClipRecord] = []
 
     def add(self, rec: ClipRecord) -> None:
-        self._out.append(rec.to_json())
-        self.count += 1
-        self.cache_hits += int(rec.cache_hit)
-        if rec.error:
-            self.failed.append(rec)
+        where = self._out.append(rec.to_json())
+        with self._lock:
+            self._where[rec.clip_id] = where  # a later line of a clip replaces an earlier one
+            self.count += 1
+            self.cache_hits += int(rec.cache_hit)
+            if rec.error:
+                self.failed.append(rec)
 
     def finish(self) -> Path:
-        """Write manifest.jsonl sorted by clip id (a later line of a clip replaces an earlier one)."""
-        where: dict[str, tuple[int, int]] = {}
-        with open(self.partial, "rb") as fh:
-            offset = 0
-            for line in fh:
-                if line.strip():
-                    where[json.loads(line)["clip_id"]] = (offset, len(line))
-                offset += len(line)
+        """Write manifest.jsonl in clip-id order, copying each clip's line from the partial file."""
         path = self.folder / MANIFEST
         with open(self.partial, "rb") as src, atomic_stream(path) as dst:
-            for cid in sorted(where):
-                src.seek(where[cid][0])
-                dst.write(src.read(where[cid][1]))
+            for cid in sorted(self._where):
+                offset, length = self._where[cid]
+                src.seek(offset)
+                dst.write(src.read(length))
         self.partial.unlink()
         return path
 

@@ -61,7 +61,7 @@ class Request:
         return cls(system=data["system"], parts=parts, root=data.get("root", ""))
 
 
-def _data_url(path: Path) -> str:
+def data_url(path: Path) -> str:
     mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}"
 
@@ -71,7 +71,7 @@ def to_openai(req: Request, media: str = "data", detail: str | None = None) -> l
 
     def url(part: Image | Video | Audio) -> str:
         path = req.path_of(part)
-        return _data_url(path) if media == "data" else str(path)
+        return data_url(path) if media == "data" else str(path)
 
     content: list[dict[str, Any]] = []
     for p in req.parts:

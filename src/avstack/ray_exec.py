@@ -85,12 +85,14 @@ def check_shared_storage(out: Path) -> None:
     shutil.rmtree(out / ".probe", ignore_errors=True)
 
 
-def _prepare_row(row: dict[str, Any], settings: bytes, out: str) -> dict[str, Any]:
-    """One clip on a Ray worker: the same `prepare_clip` as the local executor."""
+def _prepare_row(row: dict[str, Any], settings: bytes, out: str, keep_job: bool = False) -> dict[str, Any]:
+    """One clip on a Ray worker: the same `prepare_clip` as the local executor. The job travels on
+    only when a later stage (the GPU ASR actors) needs it."""
     job: ClipJob = pickle.loads(row["job"])
     rec = prepare_clip(job, pickle.loads(settings), Path(out))
-    return {"clip_id": rec.clip_id, "record": json.dumps(rec.to_json(), ensure_ascii=False),
-            "cache_hit": rec.cache_hit, "job": row["job"]}
+    out_row = {"clip_id": rec.clip_id, "record": json.dumps(rec.to_json(), ensure_ascii=False),
+               "cache_hit": rec.cache_hit}
+    return out_row | ({"job": row["job"]} if keep_job else {})
 
 
 class AsrActor:
@@ -135,7 +137,7 @@ def run_ray(
     ds = ray.data.from_items(items, override_num_blocks=max(1, len(items)))
     ds = ds.map(
         _prepare_row,
-        fn_kwargs={"settings": pickle.dumps(stage), "out": str(out)},
+        fn_kwargs={"settings": pickle.dumps(stage), "out": str(out), "keep_job": bool(gpus)},
         num_cpus=1,  # a task whose worker or node dies is retried by Ray Data (system failures)
     )
     if gpus:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .base import DEFAULTS, Answer, Backend, BackendBase, FatalError, MissingExtra, TransientError
+from .base import DEFAULTS, Answer, Backend, BackendBase, FatalError, MissingExtra, TransientError, seeded_rng
 
 OPENAI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "image_detail", "timeout")
 GEMINI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "timeout")
@@ -61,4 +61,5 @@ __all__ = [
     "MissingExtra",
     "TransientError",
     "make_backend",
+    "seeded_rng",
 ]

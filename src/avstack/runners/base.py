@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import random
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -66,6 +68,12 @@ class BackendBase:
 
     def secrets(self) -> list[str]:
         return []
+
+
+def seeded_rng(request: Request, seed: int) -> random.Random:
+    """A random stream for an offline baseline, fixed by the seed and the item (its clip id)."""
+    key = f"{seed}:{request.meta.get('clip_id', request.system)}"
+    return random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
 
 
 class MissingExtra(ImportError):

@@ -9,9 +9,7 @@ inspect's providers, retries, logs and viewer.
 
 from __future__ import annotations
 
-import base64
 import json
-import mimetypes
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,7 @@ from inspect_ai.model import ChatMessageSystem, ChatMessageUser, ContentImage, C
 from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState, generate
 
-from ..messages import Image, Request, Text, Video
+from ..messages import Image, Request, Text, Video, data_url
 from ..stacks import make_stack
 from .ecog.metrics import METRICS, score_clip
 from .ecog.parse import parse_answer
@@ -38,11 +36,6 @@ def _list(value: Any) -> list[str]:
     return [v.strip() for v in value.split(",")] if isinstance(value, str) else [str(v) for v in value]
 
 
-def _data_url(path: Path) -> str:
-    mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-    return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}"
-
-
 def messages_of(req: Request) -> list[Any]:
     """The request as inspect chat messages: the system prompt, then one user turn with the text
     and media parts in avstack's order (images inline as data URLs, as avstack sends them)."""
@@ -51,7 +44,7 @@ def messages_of(req: Request) -> list[Any]:
         if isinstance(p, Text):
             content.append(ContentText(text=p.text))
         elif isinstance(p, Image):
-            content.append(ContentImage(image=_data_url(req.path_of(p))))
+            content.append(ContentImage(image=data_url(req.path_of(p))))
         elif isinstance(p, Video):
             path = req.path_of(p)
             fmt = {".mov": "mov", ".mpeg": "mpeg", ".mpg": "mpeg"}.get(path.suffix.lower(), "mp4")

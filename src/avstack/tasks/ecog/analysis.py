@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .data import LEVEL_OF
+from .data import LEVEL_OF, referents
 from .metrics import load_mask
 from .score import EcogResult
 
@@ -35,7 +35,7 @@ def timestamp_errors(result: EcogResult) -> list[tuple[int, float]]:
     out = []
     for sc in result.clips:
         points = sc.pred.get("point_list") if isinstance(sc.pred, dict) else None
-        answers = [a for a in sc.clip.eval_gt.get("answer", []) if isinstance(a, dict) and a.get("choice")]
+        answers = referents(sc.clip.eval_gt)
         if not isinstance(points, list):
             continue
         for k, (p, a) in enumerate(zip(points, answers)):
@@ -79,7 +79,7 @@ def by_object_size(result: EcogResult) -> dict[str, dict[str, float]]:
     for sc in result.clips:
         if sc.score.error or not sc.score.cls:
             continue
-        answers = [a for a in sc.clip.eval_gt.get("answer", []) if isinstance(a, dict) and a.get("choice")]
+        answers = referents(sc.clip.eval_gt)
         for k, ans in enumerate(answers):
             share = mask_area_share(ans, sc.clip.width, sc.clip.height) if ans["choice"].isupper() else None
             if share is None or k >= len(sc.score.cls):

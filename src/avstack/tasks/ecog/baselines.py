@@ -7,7 +7,6 @@ it would a model. Only `oracle` looks at the ground truth.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from typing import Any
@@ -16,7 +15,7 @@ import cv2
 import numpy as np
 
 from ...messages import Request
-from ...runners import Answer, Backend, BackendBase
+from ...runners import Answer, Backend, BackendBase, seeded_rng
 from .metrics import load_mask
 
 DEICTIC = {
@@ -43,11 +42,6 @@ DEICTIC = {
     "放那里",
 }
 DEFAULT_SPAN_MS = 5000
-
-
-def _rng(request: Request, seed: int) -> random.Random:
-    key = f"{seed}:{request.meta.get('clip_id', request.system)}"
-    return random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
 
 
 def _shown(request: Request) -> dict[str, Any]:
@@ -99,9 +93,9 @@ class Chance(BackendBase):
 
     def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
         shown = _shown(request)
-        times = self.times(shown, _rng(request, self.seed + 1))
+        times = self.times(shown, seeded_rng(request, self.seed + 1))
         # What/Where from their own stream, so every baseline guesses them alike
-        guess = _guess(_rng(request, self.seed), shown["roles"], shown["objects"], shown["spaces"], times)
+        guess = _guess(seeded_rng(request, self.seed), shown["roles"], shown["objects"], shown["spaces"], times)
         return Answer(json.dumps(guess))
 
 

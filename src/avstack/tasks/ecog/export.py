@@ -15,14 +15,17 @@ from ...io import DataError, atomic_stream, write_jsonl_atomic
 from ...manifest import ClipRecord, data_root_of, iter_manifest, manifest_shards
 from ...messages import Request, Video, flat_prompt, render, to_openai
 from ...stacks import Stack
-from .prompt import EcogOptions, build_request
-from .runs import requests_for, usable
+from .prompt import EcogOptions
+from .runs import request_or_problem, requests_for, usable
 
 FORMATS = ("openai-batch", "jsonl", "hf", "lmms-eval")
 
 
-def _more(problems: list[Any]) -> str:
-    return f" (and {len(problems) - 5} more clips)" if len(problems) > 5 else ""
+def _refuse(problems: list[str]) -> None:
+    """Never export what a manifest points at outside its folder: one error naming the clips."""
+    if problems:
+        more = f" (and {len(problems) - 5} more clips)" if len(problems) > 5 else ""
+        raise DataError("; ".join(problems[:5]) + more)
 
 
 def generic_row(record: ClipRecord, req: Request, stack: Stack) -> dict[str, Any]:
@@ -72,9 +75,7 @@ def export(
     ranges = manifest_shards(prepared, shard_size)
     try:
         results = _run_shards(spec, ranges, executor, ray_address)
-        problems = [p for _, ps in results for p in ps]
-        if problems:  # never export what a manifest points at outside its folder
-            raise DataError("; ".join(problems[:5]) + _more(problems))
+        _refuse([p for _, ps in results for p in ps])
         path = _publish(tmp, out, shard_fmt, len(ranges))
         if fmt == "lmms-eval":
             from .lmms import write_task
@@ -121,10 +122,9 @@ def write_shard(spec: ShardSpec, k: int, start: int, end: int) -> tuple[int, lis
     for rec in iter_manifest(prepared, start, end):
         if not usable(rec):
             continue
-        try:
-            req = build_request(rec, spec.stack, spec.prepared, spec.options, root)
-        except (DataError, ValueError) as exc:
-            problems.append(f"{rec.clip_id}: {exc}")
+        req, why = request_or_problem(rec, spec.stack, spec.prepared, spec.options, root)
+        if req is None:
+            problems.append(f"{rec.clip_id}: {why}")
             continue
         rows.append(_row(spec, rec, req))
     folder = Path(spec.folder)
@@ -202,8 +202,7 @@ def write_stacks(
 ) -> int:
     """The rendered request of every usable clip under one stack, one JSON line each; returns the count."""
     pairs, problems = requests_for(Path(prepared), stack, options)
-    if problems:
-        raise DataError("; ".join(f"{r.clip_id}: {why}" for r, why in problems[:5]) + _more(problems))
+    _refuse([f"{r.clip_id}: {why}" for r, why in problems])
     lines = [
         {
             "clip_id": rec.clip_id,

@@ -43,13 +43,21 @@ def requests_for(
     folder = str(Path(prepared).resolve())
     pairs, problems = [], []
     for r in load_manifest(prepared):
-        if not usable(r):
-            continue
-        try:
-            pairs.append((r, build_request(r, stack, folder, options, root)))
-        except (DataError, ValueError) as exc:
-            problems.append((r, str(exc)))
+        if usable(r):
+            req, why = request_or_problem(r, stack, folder, options, root)
+            pairs += [(r, req)] if req is not None else []
+            problems += [(r, why)] if why is not None else []
     return pairs, problems
+
+
+def request_or_problem(
+    record: ClipRecord, stack: Stack, folder: str, options: EcogOptions, data_root: str | None
+) -> tuple[Request | None, str | None]:
+    """A clip's request, or why its record cannot make one (a frame path that leaves the folder, ...)."""
+    try:
+        return build_request(record, stack, folder, options, data_root), None
+    except (DataError, ValueError) as exc:
+        return None, str(exc)
 
 
 def prompt_record(options: EcogOptions) -> dict[str, Any]:

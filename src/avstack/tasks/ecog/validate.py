@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import math
 from typing import Any
 
-from ...manifest import ClipRecord
+from ...manifest import ClipRecord, is_number
 from .metrics import MaskTooLarge, check_mask_size
 
 
-def _num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def _point(p: Any) -> bool:
-    return isinstance(p, list) and len(p) == 2 and all(_num(v) for v in p)
+    return isinstance(p, list) and len(p) == 2 and all(is_number(v) for v in p)
 
 
 def _points_problem(pts: Any) -> str | None:
@@ -35,7 +30,7 @@ def _mask_problem(mask: Any) -> str | None:
     if not isinstance(mask, dict):
         return f"must be an object, found {type(mask).__name__}"
     bbox = mask.get("bbox")
-    if not (isinstance(bbox, list) and len(bbox) == 4 and all(_num(v) for v in bbox)):
+    if not (isinstance(bbox, list) and len(bbox) == 4 and all(is_number(v) for v in bbox)):
         return f"bbox must be four finite numbers, found {bbox!r:.60}"
     if not isinstance(mask.get("mask_base64"), str):
         return "mask_base64 must be a string"
@@ -48,7 +43,7 @@ def _answer_problem(i: int, ans: Any) -> str | None:
     if not isinstance(ans.get("choice"), str) or not ans["choice"]:
         return f"answer[{i}].choice must be a non-empty string, found {ans.get('choice')!r:.40}"
     for key in ("stroke_begin_time", "stroke_end_time"):
-        if key in ans and not _num(ans[key]):
+        if key in ans and not is_number(ans[key]):
             return f"answer[{i}].{key} must be a finite number, found {ans[key]!r:.40}"
     problem = _points_problem(ans.get("points"))
     if problem:

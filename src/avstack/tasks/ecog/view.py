@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +22,9 @@ import numpy as np
 
 from ...compare import ItemSetMismatch, compare_runs, fmt_delta
 from ...io import atomic_write, read_predictions
-from ...manifest import ClipRecord, data_root_of, load_manifest
+from ...manifest import ClipRecord, data_root_of, is_number, load_manifest
 from ...site import PALETTE, esc, page, pct_left, rel
-from .data import LEVEL_OF
+from .data import LEVEL_OF, referents
 from .metrics import METRICS, load_mask
 from .report import Run, item_tables
 from .runs import load_run
@@ -181,18 +180,10 @@ def index_page(records: list[ClipRecord], stacks: list[StackRun], out: Path) -> 
 # --------------------------------------------------------------------------- clip page
 
 
-def _referents(rec: ClipRecord) -> list[dict[str, Any]]:
-    return [a for a in (rec.eval_gt or {}).get("answer", []) if isinstance(a, dict) and a.get("choice")]
-
-
-def _num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def axis_span(rec: ClipRecord) -> tuple[int, int]:
     ends = [rec.duration_ms or 0, *(f.pts_ms for f in rec.frames)]
-    ends += [int(w.get("end_time", 0)) for w in (rec.asr or {}).get("words", []) if _num(w.get("end_time"))]
-    ends += [int(a["stroke_end_time"]) for a in _referents(rec) if _num(a.get("stroke_end_time"))]
+    ends += [int(w.get("end_time", 0)) for w in (rec.asr or {}).get("words", []) if is_number(w.get("end_time"))]
+    ends += [int(a["stroke_end_time"]) for a in referents(rec.eval_gt) if is_number(a.get("stroke_end_time"))]
     return 0, max(1, max(ends))
 
 
@@ -219,15 +210,15 @@ def timeline(rec: ClipRecord, stacks: list[StackRun], prepared: Path, pages: Pat
         f"width:{100 * max(1, w['end_time'] - w['begin_time']) / (end - start):.4f}%;"
         f"opacity:{0.35 + 0.65 * float(w.get('prob', 1) or 0):.2f}'>{esc(w.get('text'))}</div>"
         for w in (rec.asr or {}).get("words", [])
-        if _num(w.get("begin_time")) and _num(w.get("end_time"))
+        if is_number(w.get("begin_time")) and is_number(w.get("end_time"))
     )
     strokes = "".join(
         f"<div class=stroke data-referent='{k}' data-stroke-begin-ms='{a['stroke_begin_time']}' "
         f"data-stroke-end-ms='{a['stroke_end_time']}' title='{esc(a['choice'])}: "
         f"{a['stroke_begin_time']}-{a['stroke_end_time']} ms' style='left:{pct_left(a['stroke_begin_time'], start, end)};"
         f"width:{100 * (a['stroke_end_time'] - a['stroke_begin_time']) / (end - start):.4f}%'>{esc(a['choice'])}</div>"
-        for k, a in enumerate(_referents(rec))
-        if _num(a.get("stroke_begin_time")) and _num(a.get("stroke_end_time"))
+        for k, a in enumerate(referents(rec.eval_gt))
+        if is_number(a.get("stroke_begin_time")) and is_number(a.get("stroke_end_time"))
     )
     lanes = "".join(_pred_lane(rec, s, start, end) for s in stacks)
     return (
@@ -247,8 +238,8 @@ def _pred_times(sc: Any, n: int) -> list[Any]:
 
 def _pred_lane(rec: ClipRecord, s: StackRun, start: int, end: int) -> str:
     markers = ""
-    for k, ts in enumerate(_pred_times(s.scored(rec.clip_id), len(_referents(rec)))):
-        if not _num(ts):
+    for k, ts in enumerate(_pred_times(s.scored(rec.clip_id), len(referents(rec.eval_gt)))):
+        if not is_number(ts):
             continue
         left = pct_left(min(max(float(ts), start), end), start, end)
         markers += (
@@ -283,7 +274,7 @@ def last_frame(rec: ClipRecord, stacks: list[StackRun], prepared: Path, pages: P
         return ""
     w, h = rec.width, rec.height
     parts = [f"<image x='0' y='0' width='{w}' height='{h}' href='{esc(rel(prepared / rec.last_frame.path, pages))}'/>"]
-    for a in _referents(rec):
+    for a in referents(rec.eval_gt):
         if isinstance(a.get("mask"), dict):
             parts.append(_mask_overlay(a["mask"], w, h))
         pts = a.get("points")
@@ -296,7 +287,7 @@ def last_frame(rec: ClipRecord, stacks: list[StackRun], prepared: Path, pages: P
         points = sc.pred.get("point_list") if sc is not None and isinstance(sc.pred, dict) else None
         for k, p in enumerate(points if isinstance(points, list) else []):
             pt = p.get("point") if isinstance(p, dict) else None
-            if isinstance(pt, list) and len(pt) == 2 and all(_num(v) for v in pt):
+            if isinstance(pt, list) and len(pt) == 2 and all(is_number(v) for v in pt):
                 parts.append(
                     f"<circle class=pred-point data-stack='{esc(s.label)}' cx='{pt[0] * w / 1000:.1f}' "
                     f"cy='{pt[1] * h / 1000:.1f}' r='{max(w, h) / 90:.1f}' fill='{s.color}' stroke='#fff'>"

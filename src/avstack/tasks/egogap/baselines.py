@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import random
 from typing import Any
 
 from ...messages import Request
-from ...runners import Answer, BackendBase
-
-
-def _rng(request: Request, seed: int) -> random.Random:
-    key = f"{seed}:{request.meta.get('clip_id', request.system)}"
-    return random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
+from ...runners import Answer, BackendBase, seeded_rng
 
 
 class Chance(BackendBase):
@@ -28,7 +21,7 @@ class Chance(BackendBase):
         letters = request.meta.get("letters")
         if not letters:
             raise ValueError("this baseline answers EgoGap requests (built by avstack.tasks.egogap.stack)")
-        return Answer(json.dumps({"answer": _rng(request, self.seed).choice(letters), "rationale": "chance"}))
+        return Answer(json.dumps({"answer": seeded_rng(request, self.seed).choice(letters), "rationale": "chance"}))
 
 
 class Oracle(BackendBase):
