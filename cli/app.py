@@ -92,8 +92,12 @@ def prepare(
     jpeg_quality: Annotated[int, typer.Option(help="JPEG quality 1-100")] = 90,
     workers: Annotated[int | None, typer.Option(help="Worker processes (default: CPU count)")] = None,
     threads: Annotated[
-        int, typer.Option(help="Decoder and ASR threads per worker (0: all cores for one worker, a share for several)")
+        int, typer.Option(help="Decoder threads per worker (0: all cores for one worker, a share for several)")
     ] = 0,
+    asr_threads: Annotated[
+        int,
+        typer.Option(help="CPU threads of one transcription; fixed (not the cores) so words never depend on the machine"),
+    ] = 1,
     asr_model: Annotated[
         str, typer.Option(help="faster-whisper model name or folder (tiny.en, base bundled)")
     ] = "tiny.en",
@@ -139,6 +143,7 @@ def prepare(
             decode=decode,
             asr_mode=asr_mode,
             threads=threads,
+            asr_threads=asr_threads,
         )
         report = run_prepare(data_root, out, settings, workers, progress, all_layouts(), executor, ray_address)
     n, bad = report.count, report.failed

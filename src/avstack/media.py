@@ -364,6 +364,16 @@ def _decode_sequential(
     yield prev  # shown at every remaining target, and the last frame
 
 
+def _crash_for_tests(path: str) -> None:
+    """Test hook: AVSTACK_TEST_SEGFAULT names a file whose decoding kills this process with
+    SIGSEGV, as a crashing decoder would (tests of the executors' crash handling)."""
+    target = os.environ.get("AVSTACK_TEST_SEGFAULT")
+    if target and os.path.realpath(path) == os.path.realpath(target):
+        import signal
+
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
 class SelectiveDecodeError(MediaError):
     """A selective plan that did not deliver every planned frame (the sequential pass will)."""
 
@@ -387,6 +397,7 @@ class FrameReader:
     ):
         self.path, self.sampling, self.pixel_format = str(path), sampling, pixel_format
         self.decoded = 0
+        _crash_for_tests(self.path)
         self._cm = open_video(path)
         self._container = self._cm.__enter__()
         try:

@@ -14,8 +14,9 @@ import os
 import shutil
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from .images import write_jpeg
 from .io import DataError, Progress, read_json, sha256_file, write_json_atomic, write_wav_float
 from .manifest import ClipRecord, FrameRef, ManifestWriter
 from .media import DEFAULT_MAX_PIXELS
+from .survive import map_surviving
 
 ANCHORS = ("frames", "audio", "asr")
 ASR_MODES = ("auto", "single", "packed", "batched")
@@ -45,7 +47,7 @@ class PrepareSettings:
     jpeg_quality: int = 90
     thread_type: str = "AUTO"
     decode: str = "auto"  # auto | selective | sequential (frames are identical; speed differs)
-    threads: int = 0  # decoder and ASR threads per worker; 0: all cores (1 worker) or a fair share
+    threads: int = 0  # decoder threads per worker; 0: all cores (1 worker) or a fair share
     asr_model: str = "tiny.en"
     asr_device: str = "auto"
     lang: str | None = None  # None/"auto": detect (or take the clip's own field)
@@ -57,6 +59,7 @@ class PrepareSettings:
     asr_mode: str = "auto"
     asr_batch: int = 16  # clips per batch when batched
     asr_refine: bool = True  # snap word edges to speech-energy edges (see benchmarks/asr_timing.py)
+    asr_threads: int = 1  # CPU threads of one transcription: fixed, so words never depend on workers or cores
 
     def frame_key(self, video_sha: str) -> str:
         return _key(
@@ -171,15 +174,25 @@ def _asr_settings(job: ClipJob, s: PrepareSettings) -> Any:
         beam_size=s.asr_beam_size,
         vad=s.asr_vad,
         refine=s.asr_refine,
+        threads=s.asr_threads,
     )
 
 
-def _asr_cache(audio: dict[str, Any], settings: Any, out: Path, mode: str = "single") -> Path:
+def _asr_cache(audio: dict[str, Any], settings: Any, out: Path, mode: str = "single", group: str = "") -> Path:
     from . import asr
 
-    parts = {"v": CACHE_VERSION, "audio": audio["sha256"], "asr": asdict(settings), "impl": asr.ASR_VERSION}
-    if mode == "packed":  # a packed clip's words can differ from the clip alone: its own entry
-        parts["mode"] = mode
+    # what the words depend on: the audio, the settings, the code, and what the engine ran on (a
+    # node of another CPU kind computes its own); packed and batched words differ from a clip
+    # transcribed alone, so each mode has its own entry
+    parts = {
+        "v": CACHE_VERSION,
+        "audio": audio["sha256"],
+        "asr": asdict(settings),
+        "impl": asr.ASR_VERSION,
+        "runtime": asr.runtime_of(settings),
+    }
+    if mode != "single":
+        parts |= {"mode": mode, "group": group}
     return out / "cache" / "asr" / f"{_key(parts)}.json"
 
 
@@ -209,10 +222,10 @@ class AsrFeeder:
         self, jobs: list[ClipJob], s: PrepareSettings, out: Path, mode: str, emit: Callable[[ClipRecord], None]
     ) -> None:
         self.s, self.out, self.mode, self.emit = s, out, mode, emit
-        self.order = deque(j.clip_id for j in jobs)
+        self.order = deque(j.clip_id for j in asr_order(jobs, mode))
         self.jobs = {j.clip_id: j for j in jobs}
         self.arrived: dict[str, ClipRecord] = {}
-        self.pending: dict[Any, list[tuple[ClipRecord, Path]]] = {}
+        self.pending: dict[Any, list[ClipRecord]] = {}
         self.pool = ThreadPoolExecutor(1)
         self.futures: list[Future[None]] = []
 
@@ -230,25 +243,20 @@ class AsrFeeder:
             self.emit(replace(rec, asr=_no_audio_asr(self.s)))
             return
         settings = _asr_settings(job, self.s)
-        path = _asr_cache(rec.audio, settings, self.out, self.mode)
-        cached = read_json(path)
-        if cached is not None:
-            self.emit(replace(rec, asr=cached))
-            return
         items = self.pending.setdefault(settings, [])
-        items.append((rec, path))
+        items.append(rec)
         ready = self._ready(items)
         if ready:
             self.pending[settings] = items[ready:]
             self.futures.append(self.pool.submit(self._run, settings, items[:ready]))
 
-    def _ready(self, items: list[tuple[ClipRecord, Path]]) -> int:
+    def _ready(self, items: list[ClipRecord]) -> int:
         """How many of the waiting clips make full groups."""
         from . import asr
 
         if self.mode == "batched":
             return len(items) if len(items) >= self.s.asr_batch else 0
-        packs = asr.plan_packs([(rec.audio or {})["duration_ms"] / 1000 for rec, _ in items])
+        packs = asr.plan_packs([(rec.audio or {})["duration_ms"] / 1000 for rec in items])
         return len(items) - len(packs[-1]) if len(packs) > 1 else 0
 
     def finish(self) -> None:
@@ -260,22 +268,44 @@ class AsrFeeder:
             f.result()
         self.pool.shutdown()
 
-    def _run(self, settings: Any, items: list[tuple[ClipRecord, Path]]) -> None:
+    def _run(self, settings: Any, items: list[ClipRecord]) -> None:
+        """One group (a batch, or the clips of one or more packs): a clip's words in it depend on
+        the whole group, so the group's audio is part of each member's cache key."""
         from . import asr
 
+        group = _key([(rec.audio or {})["sha256"] for rec in items])
+        paths = [_asr_cache(rec.audio or {}, settings, self.out, self.mode, group) for rec in items]
+        cached = [read_json(p) for p in paths]
+        if all(c is not None for c in cached):
+            for rec, c in zip(items, cached):
+                self.emit(replace(rec, asr=c))
+            return
         try:
-            clips = [sf.read(self.out / (rec.audio or {})["path"], dtype="float32")[0] for rec, _ in items]
+            clips = [sf.read(self.out / (rec.audio or {})["path"], dtype="float32")[0] for rec in items]
             if self.mode == "batched":
                 results = asr.transcribe_batch(clips, settings, batch_size=self.s.asr_batch)
             else:
                 results = asr.transcribe_packed(clips, settings)
         except Exception as exc:  # this group's clips fail; the rest go on
-            for rec, _ in items:
+            for rec in items:
                 self.emit(rec.failed(exc))
             return
-        for (rec, path), tr in zip(items, results):
+        for rec, path, tr in zip(items, paths, results):
             write_json_atomic(path, tr.to_ecog())
             self.emit(replace(rec, asr=tr.to_ecog()))
+
+
+def asr_order(jobs: Sequence[ClipJob], mode: str) -> list[ClipJob]:
+    """The order clips meet ASR across clips: by clip id, whatever order an executor ran them in
+    (batches and packs are then the same on every run); packed takes the folders in turn (an
+    EcoG folder holds one instruction type, and clips saying the same thing prime each other)."""
+    from . import asr
+
+    ordered = sorted(jobs, key=lambda j: j.clip_id)
+    if mode != "packed":
+        return ordered
+    folders = [j.task_template or Path(j.clip_id).parent.as_posix() for j in ordered]
+    return [ordered[i] for i in asr.interleave(folders)]
 
 
 def asr_mode(s: PrepareSettings) -> str:
@@ -401,20 +431,21 @@ def prepare(
             # workers share the cores: oversubscribed decoder and ASR threads only contend
             s = replace(s, threads=max(1, _default_workers() // workers))
     mode = asr_mode(s)
-    if mode == "packed":  # one instruction type per folder: mix the folders in each pack
-        from . import asr
-
-        jobs = [jobs[i] for i in asr.interleave([j.task_template or Path(j.clip_id).parent.as_posix() for j in jobs])]
+    if mode != "single":  # decoded in the order ASR takes them, so packs fill while decoding goes on
+        jobs = asr_order(jobs, mode)
     writer = ManifestWriter(out)
 
     def run(stage_settings: PrepareSettings) -> Iterable[ClipRecord]:
         if executor == "ray":
             from .ray_exec import run_ray
 
-            return run_ray(jobs, stage_settings, out, ray_address, progress, asr_on_gpu=mode == "batched")
+            return run_ray(jobs, stage_settings, out, ray_address, progress, asr_on_gpu=gpu_actors)
         return _run_jobs(jobs, stage_settings, out, workers or 1, progress)
 
-    if mode == "single" or executor == "ray":
+    # ASR per clip in the stage (single; batched on a Ray cluster's GPU actors), else here across
+    # clips: packs and CPU batches are composed in the jobs' order, whatever executor decodes
+    gpu_actors = executor == "ray" and mode == "batched" and _ray_gpus(ray_address) > 0
+    if mode == "single" or gpu_actors:
         for rec in run(s):
             writer.add(rec)
     else:
@@ -427,6 +458,12 @@ def prepare(
     manifest = writer.finish()
     _write_prepare_json(out, data_root, s, writer.count, len(writer.failed), executor)
     return PrepareReport(manifest, writer.count, writer.cache_hits, writer.failed)
+
+
+def _ray_gpus(address: str | None) -> int:
+    from .ray_exec import cluster_gpus
+
+    return cluster_gpus(address)
 
 
 def _run_jobs(
@@ -442,18 +479,20 @@ def _run_jobs(
         return
     # spawn: decoder and CTranslate2 threads do not survive a fork safely
     ctx = get_context("spawn")
-    init = (s.threads, os.getpid())
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
-        futures = [pool.submit(prepare_clip, j, s, out) for j in jobs]
-        yield from wrap((f.result() for f in as_completed(futures)), len(jobs))
+    run_one = partial(prepare_clip, s=s, out=out)
+    results = map_surviving(run_one, jobs, workers, ctx, crashed_record, _init_worker, (os.getpid(),))
+    yield from wrap(results, len(jobs))
 
 
-def _init_worker(threads: int, parent_pid: int) -> None:
+def crashed_record(job: ClipJob, why: str) -> ClipRecord:
+    """The record of a clip whose worker process kept dying on it."""
+    return base_record(job).failed(f"{job.video}: {why}", kind="WorkerCrash")
+
+
+def _init_worker(parent_pid: int) -> None:
     from .lifeline import tie_to_parent
 
     tie_to_parent(parent_pid)  # a killed prepare leaves no worker writing on
-    if threads:
-        os.environ.setdefault("AVSTACK_ASR_THREADS", str(threads))
 
 
 def _write_prepare_json(

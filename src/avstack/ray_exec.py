@@ -28,7 +28,8 @@ from typing import Any
 from .discover import ClipJob
 from .io import Progress
 from .manifest import ClipRecord
-from .prepare import PrepareSettings, _no_audio_asr, asr_stage, prepare_clip
+from .prepare import PrepareSettings, _no_audio_asr, asr_stage, crashed_record, prepare_clip
+from .survive import MAX_CRASHES, AttemptLog, crash_message
 
 
 def _ray() -> Any:
@@ -85,11 +86,20 @@ def check_shared_storage(out: Path) -> None:
     shutil.rmtree(out / ".probe", ignore_errors=True)
 
 
-def _prepare_row(row: dict[str, Any], settings: bytes, out: str, keep_job: bool = False) -> dict[str, Any]:
-    """One clip on a Ray worker: the same `prepare_clip` as the local executor. The job travels on
-    only when a later stage (the GPU ASR actors) needs it."""
+def _prepare_row(
+    row: dict[str, Any], settings: bytes, out: str, attempts: str, keep_job: bool = False
+) -> dict[str, Any]:
+    """One clip on a Ray worker: the same `prepare_clip` as the local executor. Ray retries the task
+    when its worker dies; the clip's attempt log turns a clip that keeps killing workers into its
+    `error` record instead of a retry loop. The job travels on only when a later stage (the GPU
+    ASR actors) needs it."""
     job: ClipJob = pickle.loads(row["job"])
-    rec = prepare_clip(job, pickle.loads(settings), Path(out))
+    log = AttemptLog(Path(attempts), job.clip_id)
+    deaths = log.deaths()
+    if len(deaths) >= MAX_CRASHES:
+        rec = crashed_record(job, crash_message(deaths))
+    else:
+        rec = log.run(lambda: prepare_clip(job, pickle.loads(settings), Path(out)))
     out_row = {"clip_id": rec.clip_id, "record": json.dumps(rec.to_json(), ensure_ascii=False),
                "cache_hit": rec.cache_hit}
     return out_row | ({"job": row["job"]} if keep_job else {})
@@ -126,19 +136,21 @@ def run_ray(
     asr_on_gpu: bool = False,
 ) -> Iterator[ClipRecord]:
     """Clip records as the cluster finishes them (any order)."""
-    if s.asr_mode == "packed":
-        raise ValueError("--asr-mode packed packs clips on one machine; with --executor ray use single or batched")
     ray = connect(address)
     check_shared_storage(out)
-    gpus = int(ray.cluster_resources().get("GPU", 0)) if asr_on_gpu else 0
+    gpus = cluster_gpus(address) if asr_on_gpu else 0
     # one decoder thread per one-CPU task unless asked otherwise
     stage = replace(s, threads=s.threads or 1, anchors=_media_only(s) if gpus else s.anchors)
     items = [{"clip_id": j.clip_id, "job": pickle.dumps(j)} for j in jobs]
+    attempts = out / ".attempts" / uuid.uuid4().hex
     ds = ray.data.from_items(items, override_num_blocks=max(1, len(items)))
     ds = ds.map(
         _prepare_row,
-        fn_kwargs={"settings": pickle.dumps(stage), "out": str(out), "keep_job": bool(gpus)},
-        num_cpus=1,  # a task whose worker or node dies is retried by Ray Data (system failures)
+        fn_kwargs={"settings": pickle.dumps(stage), "out": str(out), "attempts": str(attempts), "keep_job": bool(gpus)},
+        num_cpus=1,
+        # a task whose worker or node dies is retried; the attempt after the last allowed death
+        # records the clip's error (never an endless retry of a poison clip)
+        ray_remote_args_fn=_retries,
     )
     if gpus:
         ds = ds.map_batches(
@@ -152,7 +164,19 @@ def run_ray(
         replace(ClipRecord.from_json(json.loads(r["record"])), cache_hit=bool(r["cache_hit"])) for r in ds.iter_rows()
     )
     wrap = progress or (lambda it, n: it)
-    yield from wrap(rows, len(jobs))
+    try:
+        yield from wrap(rows, len(jobs))
+    finally:
+        shutil.rmtree(attempts, ignore_errors=True)
+
+
+def _retries() -> dict[str, Any]:
+    return {"max_retries": MAX_CRASHES + 1}
+
+
+def cluster_gpus(address: str | None = None) -> int:
+    """GPUs in the cluster at `address` (joined or started here)."""
+    return int(connect(address).cluster_resources().get("GPU", 0))
 
 
 def _media_only(s: PrepareSettings) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ a file) · packing: several short clips in one window · types: settings, words,
 from .models import BUNDLED, load_model, pick_device, resolve_model
 from .packing import PACK_GAP_S, PACK_WINDOW_S, _clips_of, interleave, plan_packs, transcribe_packed
 from .refine import refine_edges, snap_to_regions, speech_present, voiced_regions
+from .runtime import runtime_of
 from .text import clean_token, collapse_repeats, group_chinese, is_punctuation, sanitize, to_simplified
 from .types import ASR_VERSION, RATE, AsrSettings, Transcript, Word, language_setting
 from .whisper import REPETITIVE, transcribe, transcribe_batch, transcribe_file
@@ -34,6 +35,7 @@ __all__ = [
     "plan_packs",
     "refine_edges",
     "resolve_model",
+    "runtime_of",
     "sanitize",
     "snap_to_regions",
     "speech_present",

@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import threading
 from functools import lru_cache
 from importlib import util as importlib_util
 from pathlib import Path
@@ -80,19 +81,48 @@ def pick_device(device: str) -> tuple[str, str]:
     return device, ("float16" if device == "cuda" else "int8")
 
 
-SAMPLING_SEED = 0
-
-
 @lru_cache(maxsize=4)
-def load_model(name: str, device: str = "auto") -> Any:
-    """Loaded once per process and reused for every clip."""
+def load_model(name: str, device: str = "auto", threads: int = 1, replicas: int = 1) -> Any:
+    """Loaded once per process and reused for every clip. `threads` is the CPU threads of one
+    transcription: a fixed number, never "whatever the cores are", because on some CPU back-ends
+    (MKL) the numbers move with it; parallelism comes from `replicas` transcriptions side by side
+    (or from worker processes), each with its own `threads`."""
+    dev, compute = pick_device(device)
+    return _whisper_class()(
+        resolve_model(name), device=dev, compute_type=compute, cpu_threads=threads, num_workers=replicas
+    )
+
+
+def seeded_model(name: str, device: str, threads: int, seed: int) -> Any:
+    """A model whose sampler starts from `seed`. CTranslate2 seeds each decoding thread's
+    generator once, at that thread's first draw, from the global seed of that moment; a model
+    loaded now has fresh decoding threads, so its first sampled transcription starts from `seed`
+    whatever this process transcribed before (set_random_seed alone does not reset threads that
+    have drawn already). Callers hold SEED_LOCK until the transcription is done."""
     import ctranslate2
+
+    ctranslate2.set_random_seed(seed)
+    dev, compute = pick_device(device)
+    return _whisper_class()(resolve_model(name), device=dev, compute_type=compute, cpu_threads=threads)
+
+
+SAMPLED = threading.local()  # .flag: the last decode on this thread kept a sampled (T > 0) result
+
+
+@lru_cache(maxsize=1)
+def _whisper_class() -> Any:
+    """faster-whisper's model, telling when Whisper's temperature fallback kept a sampled result
+    (then the words depend on the sampler's state, and the clip is decoded again, seeded)."""
     from faster_whisper import WhisperModel
 
-    # Whisper's temperature fallback samples; CTranslate2 seeds each decoding thread once, from
-    # the global seed when the thread first samples (else from random_device): seeded here, a
-    # process that transcribes the same clips in the same order gets the same words every run
-    ctranslate2.set_random_seed(SAMPLING_SEED)
-    dev, compute = pick_device(device)
-    threads = int(os.environ.get("AVSTACK_ASR_THREADS", "0"))
-    return WhisperModel(resolve_model(name), device=dev, compute_type=compute, cpu_threads=threads)
+    class TrackedWhisper(WhisperModel):  # type: ignore[misc]
+        def generate_with_fallback(self, *args: Any, **kwargs: Any) -> Any:
+            result = super().generate_with_fallback(*args, **kwargs)
+            if result[2] > 0:  # (result, avg_logprob, temperature, compression_ratio)
+                SAMPLED.flag = True
+            return result
+
+    return TrackedWhisper
+
+
+SEED_LOCK = threading.Lock()

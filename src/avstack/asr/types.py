@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 ASR_VERSION = 1  # bump when post-processing changes, so cached ASR is recomputed
@@ -20,6 +20,9 @@ class AsrSettings:
     vad: bool = True
     simplified: bool = True  # Chinese in simplified characters
     refine: bool = True  # snap word edges to speech-energy edges (benchmarks/asr_timing.py)
+    # CPU threads of one transcription: fixed, so results never depend on the worker count or
+    # the machine's cores (clips run side by side for speed; see asr.runtime)
+    threads: int = 1
 
     @property
     def fixed_language(self) -> str | None:
@@ -42,6 +45,7 @@ class Transcript:
     words: tuple[Word, ...]
     settings: AsrSettings
     dropped: tuple[str, ...] = ()  # why text was discarded (guards), for provenance
+    runtime: dict[str, Any] = field(default_factory=dict, compare=False)  # asr.runtime: what it ran on
 
     @property
     def text(self) -> str:
@@ -61,6 +65,7 @@ class Transcript:
             "engine": "faster-whisper",
             "settings": asdict(self.settings),
             "dropped": list(self.dropped),
+            "runtime": self.runtime,
         }
 
 

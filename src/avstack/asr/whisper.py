@@ -3,13 +3,15 @@ through the same guards."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
 import numpy as np
 
-from .models import load_model
+from .models import SAMPLED, SEED_LOCK, load_model, seeded_model
 from .refine import snap_to_regions, speech_present, voiced_regions
+from .runtime import runtime_of
 from .text import collapse_repeats, group_chinese, sanitize, to_simplified
 from .types import RATE, AsrSettings, Transcript, Word
 
@@ -55,7 +57,11 @@ def _finish(
         dropped.append(f"repetition loop: {removed} words")
     if s.refine:
         words = snap_to_regions(words, voiced_regions(samples) if regions is None else regions)
-    return Transcript(s.model, language, tuple(words), s, tuple(dropped))
+    return Transcript(s.model, language, tuple(words), s, tuple(dropped), runtime_of(s))
+
+
+def _empty(s: AsrSettings, lang: str | None, why: str) -> Transcript:
+    return Transcript(s.model, lang or "", (), s, (why,), runtime_of(s))
 
 
 def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Transcript:
@@ -63,7 +69,7 @@ def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Tran
     s = settings or AsrSettings()
     lang = s.fixed_language
     if not speech_present(samples):
-        return Transcript(s.model, lang or "", (), s, ("no speech energy",))
+        return _empty(s, lang, "no speech energy")
     segments, dropped, language = _transcribe_words(samples, s, lang)
     return _finish([w for seg in segments for w in seg], dropped, language, samples, s)
 
@@ -77,7 +83,7 @@ def _silent_apart(
     """Empty transcripts for clips without speech energy (they never reach Whisper); the indices
     of the others, still to transcribe."""
     out: list[Transcript | None] = [
-        None if speech_present(c) else Transcript(s.model, lang or "", (), s, ("no speech energy",)) for c in clips
+        None if speech_present(c) else _empty(s, lang, "no speech energy") for c in clips
     ]
     return out, [i for i, t in enumerate(out) if t is None]
 
@@ -96,11 +102,18 @@ def transcribe_batch(
     out, todo = _silent_apart(clips, s, lang)
     if not todo:
         return [t for t in out if t is not None]
-    starts = np.cumsum([0] + [len(clips[i]) for i in todo]) / RATE
-    windows = [{"start": float(starts[k]), "end": float(starts[k + 1])} for k in range(len(todo))]
-    pipe = BatchedInferencePipeline(load_model(s.model, s.device))
+    # each clip starts on the 20 ms grid: faster-whisper rounds times to 10 ms on the joined
+    # timeline, so an offset off the grid would move a clip's words with its neighbours' lengths
+    lengths = [_on_grid(len(clips[i])) for i in todo]
+    starts = np.cumsum([0] + lengths) / RATE
+    windows = [{"start": float(starts[k]), "end": float(starts[k] + len(clips[i]) / RATE)} for k, i in enumerate(todo)]
+    pipe = BatchedInferencePipeline(load_model(s.model, s.device, s.threads))
+    joined = np.zeros(sum(lengths), np.float32)
+    for k, i in enumerate(todo):
+        at = int(round(starts[k] * RATE))
+        joined[at : at + len(clips[i])] = clips[i]
     segments, _ = pipe.transcribe(
-        np.concatenate([clips[i] for i in todo]).astype(np.float32),
+        joined,
         language=lang,
         beam_size=s.beam_size,
         word_timestamps=True,
@@ -121,14 +134,33 @@ def transcribe_batch(
     return [t for t in out if t is not None]
 
 
+GRID = RATE // 50  # Whisper's 20 ms frame, in samples
+
+
+def _on_grid(n: int) -> int:
+    """`n` samples rounded up to whole 20 ms frames."""
+    return -(-n // GRID) * GRID
+
+
+def clip_seed(samples: np.ndarray) -> int:
+    """The sampler seed of one clip: a function of its audio alone."""
+    digest = hashlib.sha256(np.ascontiguousarray(samples, dtype=np.float32).tobytes()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def _decode(model: Any, samples: np.ndarray, options: dict[str, Any]) -> tuple[list[Any], Any, bool]:
+    """All segments of one transcription, and whether a kept result was sampled."""
+    SAMPLED.flag = False
+    segments, info = model.transcribe(samples, **options)
+    return list(segments), info, bool(SAMPLED.flag)
+
+
 def _transcribe_words(
     samples: np.ndarray, s: AsrSettings, lang: str | None, packed: bool = False
 ) -> tuple[list[list[Word]], list[str], str]:
     """Whisper's words by segment (ms from the start of `samples`), what the guards dropped, the
     language."""
-    model = load_model(s.model, s.device)
-    segments, info = model.transcribe(
-        samples,
+    options = dict(
         language=lang,
         beam_size=s.beam_size,
         word_timestamps=True,
@@ -139,6 +171,13 @@ def _transcribe_words(
         # clips saying the same thing compress well together: no resampling for that in a pack
         compression_ratio_threshold=None if packed else REPETITIVE,
     )
+    segments, info, sampled = _decode(load_model(s.model, s.device, s.threads), samples, options)
+    if sampled:
+        # the fallback sampled: decoded again from a seed of this audio alone, so the words do not
+        # depend on what this process (or thread, or worker) transcribed before
+        with SEED_LOCK:
+            model = seeded_model(s.model, s.device, s.threads, clip_seed(samples))
+            segments, info, _ = _decode(model, samples, options)
     dropped: list[str] = []
     kept = [_segment_words(seg, 0.0, dropped, not packed) for seg in segments]
     return [words for words in kept if words], dropped, lang or info.language
@@ -150,5 +189,5 @@ def transcribe_file(path: str | os.PathLike[str], settings: AsrSettings | None =
     samples = load_audio(path)
     s = settings or AsrSettings()
     if samples is None:
-        return Transcript(s.model, "", (), s, ("no audio track",))
+        return _empty(s, None, "no audio track")
     return transcribe(samples, s)
