@@ -96,7 +96,7 @@ def prepare(
     ] = 0,
     asr_threads: Annotated[
         int,
-        typer.Option(help="CPU threads of one transcription; fixed (not the cores) so words never depend on the machine"),
+        typer.Option(help="CPU threads of one transcription; fixed (not the cores), so words never move with them"),
     ] = 1,
     asr_model: Annotated[
         str, typer.Option(help="faster-whisper model name or folder (tiny.en, base bundled)")

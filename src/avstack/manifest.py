@@ -63,6 +63,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "vfr": (lambda v: isinstance(v, bool), "true or false"),
     "fps": (is_number, "a number"),
     "has_audio": (lambda v: isinstance(v, bool), "true or false"),
+    "streams": (lambda v: isinstance(v, dict), "an object"),
     "decode_path": (lambda v: isinstance(v, str), "a string"),
     "audio": (lambda v: isinstance(v, dict), "an object"),
     "asr": (lambda v: isinstance(v, dict), "an object"),
@@ -89,9 +90,12 @@ class ClipRecord:
     vfr: bool | None = None
     fps: float | None = None
     has_audio: bool | None = None
+    # the clip's clock: time 0 is where a player starts it; each stream's index and span on it
+    streams: dict[str, Any] | None = None
     frames: tuple[FrameRef, ...] = ()
     last_frame: FrameRef | None = None
     decode_path: str | None = None
+    damage: tuple[dict[str, Any], ...] = ()  # spans a damaged packet cost: {stream, from_ms, to_ms}
     audio: dict[str, Any] | None = None
     asr: dict[str, Any] | None = None
     source_asr: dict[str, Any] | None = None
@@ -117,6 +121,8 @@ class ClipRecord:
                 v = [fr.to_json() for fr in v]
             elif f.name == "last_frame" and v is not None:
                 v = v.to_json()
+            elif f.name == "damage":
+                v = list(v)
             out[f.name] = v
         return out
 
@@ -139,6 +145,12 @@ class ClipRecord:
         if not isinstance(frames, list):
             raise DataError(f"{where}: field 'frames' must be a list; found {type(frames).__name__}")
         kw["frames"] = tuple(FrameRef.from_json(f, f"{where}: frames[{i}]") for i, f in enumerate(frames))
+        damage = d.get("damage") or []
+        if not isinstance(damage, list) or not all(
+            isinstance(x, dict) and isinstance(x.get("stream"), str) and _is_int(x.get("from_ms")) for x in damage
+        ):
+            raise DataError(f"{where}: field 'damage' must be a list of {{stream, from_ms}}; found {damage!r:.50}")
+        kw["damage"] = tuple(damage)
         last = d.get("last_frame")
         kw["last_frame"] = None if last is None else FrameRef.from_json(last, f"{where}: last_frame")
         return cls(**kw)

@@ -12,7 +12,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, TypeVar
 
@@ -44,6 +44,9 @@ class ClipInfo:
     video_codec: str
     audio_codec: str | None
     last_pts_ms: int
+    # the clip's one clock: time 0 is where a player starts it (the earliest start of the streams
+    # used); each stream's span on it, and which audio track is the one heard
+    streams: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -86,25 +89,49 @@ def open_video(path: str | os.PathLike[str]) -> Iterator[av.container.InputConta
         container.close()
 
 
-def _stream_start(stream: av.video.stream.VideoStream) -> int | None:
-    return stream.start_time if stream.start_time is not None else None
-
-
 @dataclass(frozen=True)
 class PacketScan:
-    """What one demux pass (no decoding) says about the video packets."""
+    """What one demux pass (no decoding) says about the video packets (and the audio's span)."""
 
     pts: list[int]  # sorted presentation timestamps, one per frame
     decode_order: list[tuple[int, bool]]  # (pts, is keyframe) in decode order
     reordered: bool  # decode order differs from presentation order (B-frames)
     complete: bool  # every non-empty packet had a pts and no pts repeats
+    audio_span: tuple[Fraction, Fraction] | None = None  # (first pts, last pts + duration) in seconds
 
 
-def scan_packets(container: av.container.InputContainer) -> PacketScan:
+def pick_audio(container: av.container.InputContainer, track: int | None = None) -> Any:
+    """The audio stream a person hears: the track asked for (0 = the first audio track), else
+    the one marked default, else the first; None when there is none."""
+    streams = list(container.streams.audio)
+    if not streams:
+        return None
+    if track is not None:
+        if not 0 <= track < len(streams):
+            raise MediaError(
+                f"{container.name}: audio track {track} asked for (--audio-track), the file has {len(streams)}"
+            )
+        return streams[track]
+    default = [a for a in streams if a.disposition & av.stream.Disposition.default]
+    return default[0] if default else streams[0]
+
+
+def scan_packets(container: av.container.InputContainer, audio: Any = None) -> PacketScan:
+    """Video packets as presented (packets an edit list discards are not shown, so not counted),
+    and the span of `audio`'s packets, in one demux pass."""
     stream = container.streams.video[0]
     decode_order, missing = [], 0
-    for p in container.demux(stream):
-        if p.size <= 0:
+    a_first: Fraction | None = None
+    a_end: Fraction | None = None
+    for p in container.demux(*([stream, audio] if audio is not None else [stream])):
+        if p.size <= 0 or p.is_discard:
+            continue
+        if p.stream.type == "audio":
+            if p.pts is not None and p.stream.time_base is not None:
+                t0 = Fraction(p.pts) * p.stream.time_base
+                t1 = t0 + Fraction(p.duration or 0) * p.stream.time_base
+                a_first = t0 if a_first is None else min(a_first, t0)
+                a_end = t1 if a_end is None else max(a_end, t1)
             continue
         if p.pts is None:
             missing += 1
@@ -117,6 +144,7 @@ def scan_packets(container: av.container.InputContainer) -> PacketScan:
         decode_order=decode_order,
         reordered=in_decode != ordered,
         complete=missing == 0 and len(set(ordered)) == len(ordered),
+        audio_span=(a_first, a_end) if a_first is not None and a_end is not None else None,
     )
 
 
@@ -149,36 +177,54 @@ def droppable_tails(order: list[tuple[int, bool]], needed: Iterable[int]) -> fro
     return frozenset(drop)
 
 
-def probe(path: str | os.PathLike[str]) -> ClipInfo:
+def probe(path: str | os.PathLike[str], audio_track: int | None = None) -> ClipInfo:
     """Clip facts from the container, one demux pass and one decoded frame."""
     with open_video(path) as container:
-        return _describe(container, path)[0]
+        return _describe(container, path, audio_track)[0]
 
 
-def _describe(container: av.container.InputContainer, path: str | os.PathLike[str]) -> tuple[ClipInfo, PacketScan]:
+def _describe(
+    container: av.container.InputContainer, path: str | os.PathLike[str], audio_track: int | None = None
+) -> tuple[ClipInfo, PacketScan]:
     stream = container.streams.video[0]
     tb = stream.time_base
-    scan = scan_packets(container)
+    audio = pick_audio(container, audio_track)
+    scan = scan_packets(container, audio)
     pts = scan.pts
     if not pts or tb is None:
         raise MediaError(f"{path}: no video frames (zero-length or unreadable clip)")
     container.seek(0)
     rotation = _first_rotation(container)
-    start = _stream_start(stream)
-    start = pts[0] if start is None else min(start, pts[0])
     deltas = np.diff(np.asarray(pts, dtype=np.int64))
     vfr = bool(len(deltas) > 1 and (deltas.max() - deltas.min()) > 1)
-    last_rel = Fraction(pts[-1] - start) * tb
     tail = Fraction(int(np.median(deltas))) * tb if len(deltas) else Fraction(0)
-    duration = last_rel + tail
+    v_start, v_last = Fraction(pts[0]) * tb, Fraction(pts[-1]) * tb
+    spans = {"video": (v_start, v_last + tail)} | ({"audio": scan.audio_span} if scan.audio_span else {})
+    origin = min(a for a, _ in spans.values())  # a player starts at the earliest stream
+    end = max(b for _, b in spans.values())
     rate = stream.average_rate or stream.guessed_rate
-    fps = float(rate) if rate else (len(pts) / float(duration) if duration else 0.0)
+    video_span = v_last + tail - v_start
+    fps = float(rate) if rate else (len(pts) / float(video_span) if video_span else 0.0)
     cw, ch = stream.codec_context.width, stream.codec_context.height
     w, h = (ch, cw) if rotation % 180 == 90 else (cw, ch)
-    audio = container.streams.audio[0] if container.streams.audio else None
+    streams: dict[str, Any] = {
+        "origin_s": str(origin),  # container time of time 0 (exact, as a fraction of seconds)
+        "video": {"index": stream.index, "start_ms": ms(v_start - origin), "end_ms": ms(v_last + tail - origin)},
+    }
+    if audio is not None:
+        a0, a1 = scan.audio_span or (origin, origin)
+        ctx = audio.codec_context
+        streams["audio"] = {
+            "index": audio.index,
+            "track": list(container.streams.audio).index(audio),
+            "start_ms": ms(a0 - origin),
+            "end_ms": ms(a1 - origin),
+            "sample_rate": ctx.sample_rate,
+            "channels": ctx.channels,
+        }
     info = ClipInfo(
         path=str(path),
-        duration_ms=ms(duration),
+        duration_ms=ms(end - origin),
         fps=round(fps, 3),
         vfr=vfr,
         frame_count=len(pts),
@@ -190,9 +236,19 @@ def _describe(container: av.container.InputContainer, path: str | os.PathLike[st
         has_audio=audio is not None,
         video_codec=stream.codec_context.name,
         audio_codec=audio.codec_context.name if audio is not None else None,
-        last_pts_ms=ms(last_rel),
+        last_pts_ms=ms(v_last - origin),
+        streams=streams,
     )
     return info, scan
+
+
+def clip_origin(info: ClipInfo) -> Fraction:
+    """Container time (s) of the clip's time 0."""
+    return origin_of(info.streams)
+
+
+def origin_of(streams: dict[str, Any]) -> Fraction:
+    return Fraction(streams.get("origin_s", "0"))
 
 
 def _first_rotation(container: av.container.InputContainer) -> int:
@@ -262,6 +318,7 @@ class Sampling:
     threads: int = 0  # decoder threads; 0: one per core
     decode: str = "auto"  # auto | selective | sequential
     max_pixels: int | None = DEFAULT_MAX_PIXELS  # refuse frames larger than this (None: no bound)
+    audio_track: int | None = None  # the heard track (it can start the clip's clock); None: default
 
     def targets(self, info: ClipInfo) -> list[Fraction]:
         if self.times_ms is not None:
@@ -270,7 +327,7 @@ class Sampling:
 
 
 def plan_frames(
-    scan: PacketScan, start: int, tb: Fraction, targets: list[Fraction], codec: str, decode: str = "auto"
+    scan: PacketScan, origin: Fraction, tb: Fraction, targets: list[Fraction], codec: str, decode: str = "auto"
 ) -> Plan:
     """The frame shown at each target (last pts <= t, else the first) plus the last frame.
 
@@ -278,7 +335,7 @@ def plan_frames(
     """
     if decode not in DECODE_PATHS:
         raise ValueError(f"decode must be one of {DECODE_PATHS}, got {decode!r}")
-    rel = [Fraction(p - start) * tb for p in scan.pts]
+    rel = [Fraction(p) * tb - origin for p in scan.pts]
     needed = {}
     for t in targets:
         i = max(bisect.bisect_right(rel, t) - 1, 0)
@@ -319,7 +376,7 @@ def _frame(index: int, rel: Fraction, frame: av.VideoFrame, rotation: int, max_s
 
 
 def _decode_selective(
-    container: av.container.InputContainer, plan: Plan, start: int, tb: Fraction, stats: dict[str, int]
+    container: av.container.InputContainer, plan: Plan, origin: Fraction, tb: Fraction, stats: dict[str, int]
 ) -> Iterator[tuple[int, Fraction, av.VideoFrame]]:
     """Decode reference frames and the needed ones; skip every other unreferenced frame."""
     stream = container.streams.video[0]
@@ -330,31 +387,55 @@ def _decode_selective(
             ctx.skip_frame = "DEFAULT"
         else:
             ctx.skip_frame = "ALL" if packet.pts in plan.drop else "NONREF"
-        for frame in ctx.decode(packet):
+        try:
+            frames = ctx.decode(packet)
+        except av.FFmpegError as exc:  # the sequential pass steps over damage; a plan cannot
+            raise SelectiveDecodeError(f"{container.name}: damaged packet at pts {packet.pts} ({exc})") from exc
+        for frame in frames:
             stats["decoded"] += 1
             if frame.pts in plan.needed:
-                yield plan.needed[frame.pts], Fraction(frame.pts - start) * tb, frame
+                yield plan.needed[frame.pts], Fraction(frame.pts) * tb - origin, frame
+
+
+def _tolerant_frames(
+    container: av.container.InputContainer, origin: Fraction, damage: list[dict[str, Any]]
+) -> Iterator[av.VideoFrame]:
+    """Every decodable frame; a packet the decoder rejects is stepped over (the frame before it
+    stays shown, as in a player) and its span recorded in `damage`."""
+    stream = container.streams.video[0]
+    tb = stream.time_base or Fraction(1, 90_000)
+    for packet in container.demux(stream):
+        try:
+            frames = stream.codec_context.decode(packet if packet.size > 0 else None)
+        except av.FFmpegError:
+            if packet.pts is not None:
+                t0 = Fraction(packet.pts) * tb - origin
+                t1 = t0 + Fraction(packet.duration or 0) * tb
+                damage.append({"stream": "video", "from_ms": ms(t0), "to_ms": ms(t1)})
+            continue
+        yield from frames
 
 
 def _decode_sequential(
     container: av.container.InputContainer,
     plan: Plan,
-    start: int | None,
+    origin: Fraction,
     tb: Fraction,
     path: str,
     stats: dict[str, int],
+    damage: list[dict[str, Any]],
+    all_pts: list[int],
 ) -> Iterator[tuple[int, Fraction, av.VideoFrame]]:
-    """Every frame decoded; the one shown at a target is yielded once the next frame passes it."""
-    stream = container.streams.video[0]
+    """Every frame decoded; the one shown at a target is yielded once the next frame passes it.
+    A frame's index is its place among the presented frames (from the packet scan)."""
     prev: tuple[int, Fraction, av.VideoFrame] | None = None
     ti = 0
-    for index, frame in enumerate(container.decode(stream)):
+    for frame in _tolerant_frames(container, origin, damage):
         stats["decoded"] += 1
         if frame.pts is None:
-            raise MediaError(f"{path}: frame {index} has no pts")
-        if start is None:
-            start = frame.pts
-        rel = Fraction(frame.pts - start) * tb
+            raise MediaError(f"{path}: frame {stats['decoded'] - 1} has no pts")
+        index = min(bisect.bisect_left(all_pts, frame.pts), max(len(all_pts) - 1, 0))
+        rel = Fraction(frame.pts) * tb - origin
         while ti < len(plan.targets) and plan.targets[ti] < rel:
             yield prev if prev is not None else (index, rel, frame)
             ti += 1
@@ -412,15 +493,16 @@ class FrameReader:
         _configure_threads(stream, s.thread_type, s.threads)
         self._tb = stream.time_base or Fraction(1, 90_000)
         if info is None:
-            info, scan = _describe(container, self.path)
+            info, scan = _describe(container, self.path, s.audio_track)
         else:
             scan = scan_packets(container)
         if not scan.pts:
             raise MediaError(f"{self.path}: no video frames (zero-length or unreadable clip)")
         check_pixels(info, s.max_pixels)
         self.info, self.frame_count = info, len(scan.pts)
-        self._start = _stream_start(stream)
-        self._origin = scan.pts[0] if self._start is None else self._start
+        self._origin = clip_origin(info)
+        self._all_pts = scan.pts
+        self.damage: list[dict[str, Any]] = []
         self.plan = plan_frames(scan, self._origin, self._tb, s.targets(info), info.video_codec, s.decode)
         self.decode_path = f"{self.plan.path}: {self.plan.reason}"
         container.seek(0)
@@ -437,7 +519,9 @@ class FrameReader:
     def _source(self, stats: dict[str, int]) -> Iterator[tuple[int, Fraction, av.VideoFrame]]:
         if self.plan.path == "selective":
             return _decode_selective(self._container, self.plan, self._origin, self._tb, stats)
-        return _decode_sequential(self._container, self.plan, self._start, self._tb, self.path, stats)
+        return _decode_sequential(
+            self._container, self.plan, self._origin, self._tb, self.path, stats, self.damage, self._all_pts
+        )
 
     def __iter__(self) -> Iterator[Frame]:
         stats = {"decoded": 0}
@@ -495,16 +579,13 @@ def sample_frames(path: str | os.PathLike[str], info: ClipInfo | None = None, **
 
 
 def all_frame_times(path: str | os.PathLike[str]) -> list[int]:
-    """Every frame's pts in ms, by a full decode (the reference for tests and checks)."""
+    """Every frame's pts in ms on the clip's clock, by a full decode (a reference for checks)."""
+    info = probe(path)
+    origin = clip_origin(info)
     with open_video(path) as container:
         stream = container.streams.video[0]
-        start = _stream_start(stream)
-        out = []
-        for frame in container.decode(stream):
-            if start is None:
-                start = frame.pts
-            out.append(ms(Fraction((frame.pts or 0) - (start or 0)) * (stream.time_base or Fraction(1, 90_000))))
-        return out
+        tb = stream.time_base or Fraction(1, 90_000)
+        return [ms(Fraction(frame.pts or 0) * tb - origin) for frame in container.decode(stream)]
 
 
 def has_audio(path: str | os.PathLike[str]) -> bool:
@@ -524,26 +605,115 @@ def _open_any(path: str | os.PathLike[str]) -> Iterator[av.container.InputContai
         container.close()
 
 
-def iter_audio(path: str | os.PathLike[str], rate: int = AUDIO_RATE) -> Iterator[np.ndarray]:
-    """The first audio stream as mono float32 chunks at `rate` Hz, as they are decoded (nothing
-    is held beyond one chunk); no chunk at all when the clip has no audio stream."""
+def iter_audio(
+    path: str | os.PathLike[str],
+    rate: int = AUDIO_RATE,
+    track: int | None = None,
+    origin: Fraction | None = None,
+    damage: list[dict[str, Any]] | None = None,
+) -> Iterator[np.ndarray]:
+    """The heard audio track (`pick_audio`) as mono float32 chunks at `rate` Hz, placed on the clip's
+    clock: sample 0 is time `origin` (container seconds; default the track's own start), a track
+    that starts later is preceded by silence, a gap in its timestamps is filled with silence and
+    an overlap trimmed (as a player does), and a packet the decoder rejects is silence, its span
+    appended to `damage`. Nothing is held beyond one chunk; no chunk when there is no audio."""
     with _open_any(path) as container:
-        if not container.streams.audio:
+        stream = pick_audio(container, track)
+        if stream is None:
             return
-        resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+        placer = _AudioPlacer(stream, rate, origin, damage if damage is not None else [])
+        for packet in container.demux(stream):
+            yield from placer.packet(packet)
+        yield from placer.flush()
+
+
+class _AudioPlacer:
+    """Decoded audio laid at its timestamps on the clip's clock (see iter_audio)."""
+
+    SLACK_S = Fraction(1, 500)  # 2 ms: timestamp jitter below this is not a gap
+
+    def __init__(self, stream: Any, rate: int, origin: Fraction | None, damage: list[dict[str, Any]]):
+        self.stream, self.rate, self.damage = stream, rate, damage
+        self.tb = stream.time_base or Fraction(1, stream.codec_context.sample_rate or rate)
+        self.origin = origin
+        self.resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+        self.written = 0  # output samples so far
+        self.fed: Fraction | None = None  # clock time (s) up to which input has been fed
+
+    def _out(self, frames: list[av.AudioFrame]) -> Iterator[np.ndarray]:
+        for out in frames:
+            chunk = out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
+            self.written += len(chunk)
+            yield chunk
+
+    def _silence(self, seconds: Fraction) -> Iterator[np.ndarray]:
+        n = int(seconds * self.rate)
+        for i in range(0, n, self.rate):
+            chunk = np.zeros(min(self.rate, n - i), np.float32)
+            self.written += len(chunk)
+            yield chunk
+
+    def packet(self, packet: av.Packet) -> Iterator[np.ndarray]:
         try:
-            for frame in container.decode(audio=0):
-                for out in resampler.resample(frame):
-                    yield out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
-            for out in resampler.resample(None):
-                yield out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
-        except av.FFmpegError as exc:
-            raise MediaError(f"{path}: audio decoding failed ({exc})") from exc
+            frames = self.stream.codec_context.decode(packet if packet.size > 0 else None)
+        except av.FFmpegError:
+            if packet.pts is not None and self.origin is not None:
+                t0 = Fraction(packet.pts) * self.tb - self.origin
+                t1 = t0 + Fraction(packet.duration or 0) * self.tb
+                self.damage.append({"stream": "audio", "from_ms": ms(t0), "to_ms": ms(t1)})
+            return  # the gap it leaves is filled with silence at the next frame
+        for frame in frames:
+            yield from self._frame(frame)
+
+    def _frame(self, frame: av.AudioFrame) -> Iterator[np.ndarray]:
+        if frame.pts is None:
+            yield from self._out(self.resampler.resample(frame))
+            return
+        start = Fraction(frame.pts) * self.tb
+        if self.origin is None:
+            self.origin = start
+        t = start - self.origin
+        if self.fed is None:
+            self.fed = Fraction(0)
+        if t > self.fed + self.SLACK_S:  # a later start or a gap: silence until this frame
+            yield from self._out(self.resampler.resample(None))
+            self.resampler = av.AudioResampler(format="flt", layout="mono", rate=self.rate)
+            yield from self._silence(t - Fraction(self.written, self.rate))
+            self.fed = t
+        elif t < self.fed - self.SLACK_S:  # an overlap: what was already played is dropped
+            skip = int((self.fed - t) * frame.sample_rate)
+            if skip >= frame.samples:
+                return
+            frame = _tail(frame, skip)
+            t = self.fed
+        self.fed = t + Fraction(frame.samples, frame.sample_rate)
+        yield from self._out(self.resampler.resample(frame))
+
+    def flush(self) -> Iterator[np.ndarray]:
+        try:
+            for frame in self.stream.codec_context.decode(None):
+                yield from self._frame(frame)
+        except av.FFmpegError:
+            pass
+        yield from self._out(self.resampler.resample(None))
 
 
-def load_audio(path: str | os.PathLike[str], rate: int = AUDIO_RATE) -> np.ndarray | None:
-    """First audio stream as mono float32 at `rate` Hz, in memory; None when the clip has no audio."""
+def _tail(frame: av.AudioFrame, skip: int) -> av.AudioFrame:
+    """The frame without its first `skip` samples."""
+    data = frame.to_ndarray()
+    planar = frame.format.is_planar
+    data = data[:, skip:] if planar else data[:, skip * len(frame.layout.channels) :]
+    out = av.AudioFrame.from_ndarray(np.ascontiguousarray(data), format=frame.format.name, layout=frame.layout.name)
+    out.sample_rate = frame.sample_rate
+    return out
+
+
+def load_audio(
+    path: str | os.PathLike[str], rate: int = AUDIO_RATE, track: int | None = None, origin: Fraction | None = None
+) -> np.ndarray | None:
+    """The heard audio track as mono float32 at `rate` Hz, in memory (see iter_audio); None when
+    the clip has no audio."""
     if not has_audio(path):
         return None
-    chunks = list(iter_audio(path, rate))
+    chunks = list(iter_audio(path, rate, track, origin))
     return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)

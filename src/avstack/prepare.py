@@ -33,7 +33,7 @@ from .survive import map_surviving
 
 ANCHORS = ("frames", "audio", "asr")
 ASR_MODES = ("auto", "single", "packed", "batched")
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: frames and audio on the clip's one clock (the earliest stream start)
 IN_FLIGHT = 3  # frames encoded or waiting on the JPEG writer
 
 
@@ -60,6 +60,7 @@ class PrepareSettings:
     asr_batch: int = 16  # clips per batch when batched
     asr_refine: bool = True  # snap word edges to speech-energy edges (see benchmarks/asr_timing.py)
     asr_threads: int = 1  # CPU threads of one transcription: fixed, so words never depend on workers or cores
+    audio_track: int | None = None  # the audio track heard (0 = first); None: the default-marked one
 
     def frame_key(self, video_sha: str) -> str:
         return _key(
@@ -70,6 +71,7 @@ class PrepareSettings:
                 "max_frames": self.max_frames,
                 "max_side": self.max_side,
                 "q": self.jpeg_quality,
+                "audio_track": self.audio_track,  # the heard track can start the clip's clock
             }
         )
 
@@ -103,17 +105,26 @@ def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) ->
     if cached is not None and all((out / f["path"]).is_file() for f in cached["frames"]):
         return cached | {"cache_hit": True}
     sampling = media.Sampling(
-        s.fps, s.max_frames, None, s.max_side, s.thread_type, s.threads, s.decode, max_pixels=s.max_pixels
+        s.fps,
+        s.max_frames,
+        None,
+        s.max_side,
+        s.thread_type,
+        s.threads,
+        s.decode,
+        max_pixels=s.max_pixels,
+        audio_track=s.audio_track,
     )
     try:
         written, note = media.with_fallback(lambda sp: _write_frames(job, sp, s, out, key), sampling)
     except BaseException:
         shutil.rmtree(out / "frames" / key, ignore_errors=True)
         raise
-    info, decode_path, frames = written
+    info, decode_path, frames, damage = written
     result = {
         "info": asdict(info) | {"path": None},
         "frames": frames,
+        "damage": damage,
         "last_frame": frames[-1],
         "decode_path": note or decode_path,
         "thread_type": s.thread_type,
@@ -139,26 +150,34 @@ def _write_frames(
                 pending.popleft().result()
         for f in pending:
             f.result()
-        return reader.info, reader.decode_path, frames
+        return reader.info, reader.decode_path, frames, reader.damage
 
 
-def audio_stage(job: ClipJob, video_sha: str, out: Path) -> dict[str, Any] | None:
-    """16 kHz mono audio as WAV, keyed by the video; None when there is no audio track."""
-    rel = Path("audio") / f"{video_sha[:20]}.wav"
-    meta_path = out / "cache" / "audio" / f"{video_sha[:20]}.json"
+def audio_stage(
+    job: ClipJob, video_sha: str, s: PrepareSettings, out: Path, info: dict[str, Any]
+) -> dict[str, Any] | None:
+    """16 kHz mono audio of the heard track as WAV, sample 0 at the clip's time 0 (`info` is the
+    frames stage's, which fixed the clock); keyed by the video and track; None without audio."""
+    name = _key({"v": CACHE_VERSION, "sha": video_sha, "track": s.audio_track})
+    rel = Path("audio") / f"{name}.wav"
+    meta_path = out / "cache" / "audio" / f"{name}.json"
     cached = read_json(meta_path)
     if cached is not None and (cached.get("path") is None or (out / rel).is_file()):
         return cached if cached.get("path") else None
-    if not media.has_audio(job.path):
+    if "audio" not in info.get("streams", {}):
         write_json_atomic(meta_path, {"path": None})
         return None
     # streamed: a 2 h clip never sits in memory (the WAV's bytes depend on the samples only)
-    n, sha = write_wav_float(out / rel, media.iter_audio(job.path), media.AUDIO_RATE)
+    damage: list[dict[str, Any]] = []
+    origin = media.origin_of(info["streams"])
+    chunks = media.iter_audio(job.path, media.AUDIO_RATE, s.audio_track, origin, damage)
+    n, sha = write_wav_float(out / rel, chunks, media.AUDIO_RATE)
     meta = {
         "path": rel.as_posix(),
         "sha256": sha,
         "rate": media.AUDIO_RATE,
         "duration_ms": int(n * 1000 / media.AUDIO_RATE),
+        "damage": damage,
     }
     write_json_atomic(meta_path, meta)
     return meta
@@ -336,7 +355,7 @@ def base_record(job: ClipJob) -> ClipRecord:
     )
 
 
-INFO_FIELDS = ("duration_ms", "width", "height", "rotation", "vfr", "fps", "has_audio")
+INFO_FIELDS = ("duration_ms", "width", "height", "rotation", "vfr", "fps", "has_audio", "streams")
 
 
 def prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
@@ -355,13 +374,14 @@ def prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
             frames=frames,
             last_frame=FrameRef(**fr["last_frame"]),
             decode_path=fr["decode_path"],
+            damage=tuple(fr.get("damage") or ()),
             cache_hit=fr["cache_hit"],
         )
         if job.check is not None and (problem := job.check(rec)):
             return rec.failed(problem)
         if "audio" in s.anchors or "asr" in s.anchors:
-            audio = audio_stage(job, sha, out)
-            rec = replace(rec, audio=audio)
+            audio = audio_stage(job, sha, s, out, fr["info"])
+            rec = replace(rec, audio=audio, damage=rec.damage + tuple((audio or {}).get("damage") or ()))
             if "asr" in s.anchors:
                 rec = replace(rec, asr=asr_stage(job, audio, s, out) if audio else _no_audio_asr(s))
     except Exception as exc:  # a bad clip is a recorded failure, never a crashed batch

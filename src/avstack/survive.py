@@ -71,6 +71,13 @@ def run_alone(
         except EOFError:
             result = None
             proc.join()
+            if proc.exitcode is not None and proc.exitcode > 0:
+                # an exit, not a kill: the worker could not run at all (its start-up failed); no
+                # clip is to blame, and retrying every clip would only repeat it
+                raise RuntimeError(
+                    f"a worker process exited with code {proc.exitcode} before finishing any work; "
+                    "see its error above (is the calling script guarded by `if __name__ == '__main__':`?)"
+                ) from None
             deaths.append(describe_exit(proc.exitcode))
             continue
         finally:
