@@ -122,6 +122,12 @@ def prepare(
     ray_address: Annotated[
         str | None, typer.Option(help="Ray cluster address (default RAY_ADDRESS; else a local Ray is started)")
     ] = None,
+    audio_track: Annotated[
+        int | None, typer.Option(help="Audio track to hear (0 = first; default: the one marked default, or the first)")
+    ] = None,
+    include: Annotated[
+        list[str] | None, typer.Option(help="Also take files matching this glob as videos (repeatable): '*.dat'")
+    ] = None,
 ) -> None:
     """Decode clips, sample frames at true times, extract audio and word-level ASR; write a manifest."""
     from avstack.prepare import DEFAULT_MAX_PIXELS, PrepareSettings, parse_anchors
@@ -144,10 +150,18 @@ def prepare(
             asr_mode=asr_mode,
             threads=threads,
             asr_threads=asr_threads,
+            audio_track=audio_track,
         )
-        report = run_prepare(data_root, out, settings, workers, progress, all_layouts(), executor, ray_address)
+        layouts = all_layouts()
+        report = run_prepare(
+            data_root, out, settings, workers, progress, layouts, executor, ray_address, include=tuple(include or ())
+        )
     n, bad = report.count, report.failed
     typer.echo(f"prepared {n - len(bad)}/{n} clips into {out} ({report.cache_hits} from cache)")
+    for name in report.skipped[:20]:
+        typer.echo(f"  skipped {name}: not a video by its name (--include GLOB to take it)", err=True)
+    if len(report.skipped) > 20:
+        typer.echo(f"  ... and {len(report.skipped) - 20} more skipped files", err=True)
     for rec in bad:
         err = rec.error or {}
         typer.echo(f"  FAILED {rec.clip_id}: {err.get('type')}: {err.get('message')}", err=True)

@@ -30,8 +30,8 @@ def test_manifest_is_byte_identical_across_workers_threads_and_order(mode, tmp_p
     one = _prepare(tmp_path / "w1", mode, workers=1)
     assert one == _prepare(tmp_path / "w2", mode, workers=2)
     assert one == _prepare(tmp_path / "w2t1", mode, workers=2, threads=1)
-    original = prep.discover
-    monkeypatch.setattr(prep, "discover", lambda *a, **k: original(*a, **k)[::-1])
+    original = prep.discover_all
+    monkeypatch.setattr(prep, "discover_all", lambda *a, **k: (original(*a, **k)[0][::-1], []))
     assert one == _prepare(tmp_path / "rev", mode, workers=2)
     recs = load_manifest(tmp_path / "w1")
     words = [w for r in recs for w in (r.asr or {}).get("words", [])]

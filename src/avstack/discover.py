@@ -12,7 +12,11 @@ from typing import Any
 from .io import DataError
 from .manifest import ClipRecord
 
-VIDEO_SUFFIXES = (".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi")
+# the containers people keep video in that FFmpeg demuxes (others: prepare --include GLOB)
+VIDEO_SUFFIXES = (
+    ".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi", ".ts", ".m2ts", ".mts", ".mpg", ".mpeg", ".flv",
+    ".3gp", ".3g2", ".wmv", ".asf", ".ogv", ".mxf", ".vob", ".f4v", ".divx",
+)
 
 
 @dataclass(frozen=True)
@@ -44,23 +48,51 @@ def rel_path(root: Path, path: Path) -> str:
     return path.relative_to(root).as_posix()
 
 
-def discover(root: str | Path, layouts: Sequence[Layout] = (), lang: str | None = None) -> list[ClipJob]:
-    """Clips of the first layout that recognises `root`, else every video below it; sorted by id."""
+def discover(
+    root: str | Path, layouts: Sequence[Layout] = (), lang: str | None = None, include: Sequence[str] = ()
+) -> list[ClipJob]:
+    """Clips of the first layout that recognises `root`, else every video below it (by suffix, or
+    matching an `include` glob); sorted by id."""
+    return discover_all(root, layouts, lang, include)[0]
+
+
+def discover_all(
+    root: str | Path, layouts: Sequence[Layout] = (), lang: str | None = None, include: Sequence[str] = ()
+) -> tuple[list[ClipJob], list[str]]:
+    """`discover`'s clips, and in a plain folder the files passed over (not videos by name)."""
     root = Path(root)
     if not root.is_dir():
         raise DataError(f"data root {root} is not a folder")
+    skipped: list[str] = []
     for layout in layouts:
         jobs = layout(root, lang)
         if jobs is not None:
             break
     else:
-        jobs = plain_jobs(root)
-    return sorted(jobs, key=lambda j: j.clip_id)
+        jobs = plain_jobs(root, include)
+        skipped = skipped_files(root, include)
+    return sorted(jobs, key=lambda j: j.clip_id), skipped
 
 
-def plain_jobs(root: Path) -> list[ClipJob]:
+def is_video_name(path: Path, include: Sequence[str] = ()) -> bool:
+    return path.suffix.lower() in VIDEO_SUFFIXES or any(path.match(g) for g in include)
+
+
+def plain_jobs(root: Path, include: Sequence[str] = ()) -> list[ClipJob]:
     return [
         ClipJob(clip_id=rel_path(root, p), video=rel_path(root, p), path=str(p.resolve()))
         for p in sorted(root.rglob("*"))
-        if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES
+        if p.is_file() and is_video_name(p, include)
     ]
+
+
+def skipped_files(root: str | Path, include: Sequence[str] = (), limit: int = 10_000) -> list[str]:
+    """Files below a plain folder of videos that prepare passes over (not a video by name), so the
+    user hears of them; hidden files and the first `limit` only."""
+    out = []
+    for p in sorted(Path(root).rglob("*")):
+        if p.is_file() and not p.name.startswith(".") and not is_video_name(p, include):
+            out.append(rel_path(Path(root), p))
+            if len(out) >= limit:
+                break
+    return out

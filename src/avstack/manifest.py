@@ -171,12 +171,26 @@ def load_manifest(prepared: str | Path) -> list[ClipRecord]:
     path = Path(prepared) / MANIFEST
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no manifest; run `avstack prepare DATA_ROOT --out {prepared}` first")
+    check_format(prepared)
     out = []
     for lineno, rec in read_jsonl(path):
         if isinstance(rec, DataError):
             raise rec
         out.append(ClipRecord.from_json(rec, f"{path}:{lineno}"))
     return out
+
+
+PREPARED_FORMAT = 2  # prepare.FORMAT: the prepared-folder format this code reads
+
+
+def check_format(prepared: str | Path) -> None:
+    """Refuse a folder prepared by an older avstack (its times are on another clock), in one line."""
+    meta = read_json(Path(prepared) / "prepare.json")
+    if isinstance(meta, dict) and meta.get("format", 1) != PREPARED_FORMAT:
+        raise DataError(
+            f"{prepared} was prepared by avstack {meta.get('avstack_version', '?')} (format {meta.get('format', 1)}; "
+            f"this avstack reads format {PREPARED_FORMAT}): re-run `avstack prepare` into it"
+        )
 
 
 def manifest_shards(prepared: str | Path, size: int) -> list[tuple[int, int]]:

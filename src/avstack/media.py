@@ -199,7 +199,8 @@ def _describe(
     vfr = bool(len(deltas) > 1 and (deltas.max() - deltas.min()) > 1)
     tail = Fraction(int(np.median(deltas))) * tb if len(deltas) else Fraction(0)
     v_start, v_last = Fraction(pts[0]) * tb, Fraction(pts[-1]) * tb
-    spans = {"video": (v_start, v_last + tail)} | ({"audio": scan.audio_span} if scan.audio_span else {})
+    audio_span = scan.audio_span  # from the first packet, as ffprobe and a player start the file
+    spans = {"video": (v_start, v_last + tail)} | ({"audio": audio_span} if audio_span else {})
     origin = min(a for a, _ in spans.values())  # a player starts at the earliest stream
     end = max(b for _, b in spans.values())
     rate = stream.average_rate or stream.guessed_rate
@@ -212,7 +213,7 @@ def _describe(
         "video": {"index": stream.index, "start_ms": ms(v_start - origin), "end_ms": ms(v_last + tail - origin)},
     }
     if audio is not None:
-        a0, a1 = scan.audio_span or (origin, origin)
+        a0, a1 = audio_span or (origin, origin)
         ctx = audio.codec_context
         streams["audio"] = {
             "index": audio.index,

@@ -24,9 +24,10 @@ from typing import Any
 import soundfile as sf
 
 from . import __version__, media
-from .discover import VIDEO_SUFFIXES, ClipJob, Layout, discover
+from .discover import VIDEO_SUFFIXES, ClipJob, Layout, discover_all
 from .images import write_jpeg
 from .io import DataError, Progress, read_json, sha256_file, write_json_atomic, write_wav_float
+from .manifest import PREPARED_FORMAT as FORMAT  # 2: one clock per clip (streams, damage); older folders refused
 from .manifest import ClipRecord, FrameRef, ManifestWriter
 from .media import DEFAULT_MAX_PIXELS
 from .survive import map_surviving
@@ -405,6 +406,7 @@ class PrepareReport:
     count: int = 0
     cache_hits: int = 0
     failed: list[ClipRecord] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # files of a plain folder that are not videos by name
 
     @property
     def records(self) -> list[ClipRecord]:
@@ -429,6 +431,7 @@ def prepare(
     layouts: Sequence[Layout] = (),
     executor: str = "local",
     ray_address: str | None = None,
+    include: Sequence[str] = (),
 ) -> PrepareReport:
     """Prepare every clip below data_root into out/; writes out/manifest.jsonl as clips finish.
     `layouts` are the folder layouts to recognise (a task's, e.g. EcoG's); else a plain folder of
@@ -439,7 +442,7 @@ def prepare(
     s = settings or PrepareSettings()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = discover(data_root, layouts, lang=s.lang if s.lang not in (None, "auto") else None)
+    jobs, skipped = discover_all(data_root, layouts, s.lang if s.lang not in (None, "auto") else None, include)
     if not jobs:
         raise DataError(
             f"no clips found under {data_root}: no task folder layout (EcoG's 指令N folders) and no video "
@@ -477,7 +480,7 @@ def prepare(
         feeder.finish()
     manifest = writer.finish()
     _write_prepare_json(out, data_root, s, writer.count, len(writer.failed), executor)
-    return PrepareReport(manifest, writer.count, writer.cache_hits, writer.failed)
+    return PrepareReport(manifest, writer.count, writer.cache_hits, writer.failed, skipped)
 
 
 def _ray_gpus(address: str | None) -> int:
@@ -519,6 +522,7 @@ def _write_prepare_json(
     out: Path, data_root: str | Path, s: PrepareSettings, clips: int, failed: int, executor: str
 ) -> None:
     meta = {
+        "format": FORMAT,
         "avstack_version": __version__,
         "data_root": str(Path(data_root).resolve()),
         "settings": asdict(s),
