@@ -78,11 +78,17 @@ def is_video_name(path: Path, include: Sequence[str] = ()) -> bool:
     return path.suffix.lower() in VIDEO_SUFFIXES or any(path.match(g) for g in include)
 
 
+def _visible_files(root: Path) -> list[Path]:
+    """Files below root, hidden files and folders (.cache, .DS_Store, ...) left out."""
+    return [p for p in sorted(root.rglob("*")) if p.is_file() and not any(
+        part.startswith(".") for part in p.relative_to(root).parts)]
+
+
 def plain_jobs(root: Path, include: Sequence[str] = ()) -> list[ClipJob]:
     return [
         ClipJob(clip_id=rel_path(root, p), video=rel_path(root, p), path=str(p.resolve()))
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and is_video_name(p, include)
+        for p in _visible_files(root)
+        if is_video_name(p, include)
     ]
 
 
@@ -90,8 +96,8 @@ def skipped_files(root: str | Path, include: Sequence[str] = (), limit: int = 10
     """Files below a plain folder of videos that prepare passes over (not a video by name), so the
     user hears of them; hidden files and the first `limit` only."""
     out = []
-    for p in sorted(Path(root).rglob("*")):
-        if p.is_file() and not p.name.startswith(".") and not is_video_name(p, include):
+    for p in _visible_files(Path(root)):
+        if not is_video_name(p, include):
             out.append(rel_path(Path(root), p))
             if len(out) >= limit:
                 break
