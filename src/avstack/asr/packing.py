@@ -8,7 +8,7 @@ import numpy as np
 
 from .refine import voiced_regions
 from .types import RATE, AsrSettings, Transcript, Word
-from .whisper import REPETITIVE, _finish, _on_grid, _silent_apart, _transcribe_words, transcribe
+from .whisper import REPETITIVE, _finish, _silent_apart, _transcribe_words, transcribe
 
 PACK_WINDOW_S = 28.0  # under Whisper's 30 s window, so a pack is decoded in one pass
 
@@ -70,11 +70,12 @@ def transcribe_packed(
             out[members[0]] = transcribe(clips[members[0]], s)
             continue
         pieces, starts, t = [], [], 0
-        for i in members:  # each clip starts on the 20 ms grid (see transcribe_batch)
+        # a pack is composed the same way on every run (prepare.asr_order), so its offsets need no
+        # grid: its clips' words depend on the whole pack anyway (cached per pack)
+        for i in members:
             starts.append(t)
-            pause = np.zeros(_on_grid(len(clips[i])) - len(clips[i]) + len(gap), np.float32)
-            pieces += [clips[i].astype(np.float32), pause]
-            t += len(clips[i]) + len(pause)
+            pieces += [clips[i].astype(np.float32), gap]
+            t += len(clips[i]) + len(gap)
         segments, dropped, _ = _transcribe_words(np.concatenate(pieces[:-1]), s, lang, packed=True)
         bounds = [(b * 1000 // RATE, (b + len(clips[i])) * 1000 // RATE) for b, i in zip(starts, members)]
         voiced = {i: voiced_regions(clips[i]) for i in members}
