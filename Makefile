@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RUN := $(BIN)/avstack
 
-.PHONY: setup test check bench demo clean
+.PHONY: setup test check bench demo docs clean
 
 $(BIN)/avstack: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,12 @@ check: setup
 	$(BIN)/ruff check src cli tests benchmarks
 	$(BIN)/mypy src cli
 
+# The documentation site (MkDocs Material + mkdocstrings) into site/; --strict: a broken link or
+# reference fails the build. Opens from file://.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@echo "site: site/index.html"
+
 bench: setup
 	$(BIN)/python benchmarks/perf.py
 	$(BIN)/python benchmarks/asr_timing.py
@@ -36,4 +42,4 @@ demo: setup
 	@echo "site:   out/demo/site/index.html (opens from file://, no server)"
 
 clean:
-	rm -rf out
+	rm -rf out site

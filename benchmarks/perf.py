@@ -31,7 +31,7 @@ import cv2
 import numpy as np
 
 from avstack import images, media, synth
-from avstack.prepare import PrepareSettings, prepare
+from avstack.preparation import PrepareSettings, prepare
 
 FRAMES_ONLY = PrepareSettings(anchors=("frames",))
 NOISE = 8  # ffmpeg noise strength of the test clips: ~10 Mbps at 1080p30 (x264 veryfast), a phone-like bitrate
@@ -275,7 +275,7 @@ def bench_rss(tmp: Path, seconds: float) -> list[dict[str, Any]]:
         subprocess.run(cmd, check=True)
     # VmHWM, not ru_maxrss: Linux carries the parent's high-water mark across fork + exec into ru_maxrss
     code = (
-        "import re; from avstack.prepare import prepare, PrepareSettings; "
+        "import re; from avstack.preparation import prepare, PrepareSettings; "
         f"r = prepare({str(root)!r}, {str(tmp / 'uhd_out')!r}, PrepareSettings(anchors=('frames',)), workers=1); "
         "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
         "print(r.records[0]['decode_path'], hwm)"

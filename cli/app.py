@@ -130,31 +130,33 @@ def prepare(
     ] = None,
 ) -> None:
     """Decode clips, sample frames at true times, extract audio and word-level ASR; write a manifest."""
-    from avstack.prepare import DEFAULT_MAX_PIXELS, PrepareSettings, parse_anchors
-    from avstack.prepare import prepare as run_prepare
-    from avstack.tasks import all_layouts
+    from avstack.api import prepare as api_prepare
+    from avstack.preparation import DEFAULT_MAX_PIXELS
 
     with user_errors():
-        settings = PrepareSettings(
-            anchors=parse_anchors(anchors),
+        report = api_prepare(
+            data_root,
+            out,
+            anchors=anchors,
             fps=fps,
+            asr_model=asr_model,
+            lang=None if lang == "auto" else lang,
+            asr_mode=asr_mode,
+            workers=workers,
+            executor=executor,
+            ray_address=ray_address,
+            include=tuple(include or ()),
+            progress=progress,
             max_frames=max_frames,
             max_side=max_side,
             max_pixels=max_pixels or DEFAULT_MAX_PIXELS,
             jpeg_quality=jpeg_quality,
-            asr_model=asr_model,
             asr_device=device,
-            lang=None if lang == "auto" else lang,
             asr_refine=refine_words,
             decode=decode,
-            asr_mode=asr_mode,
             threads=threads,
             asr_threads=asr_threads,
             audio_track=audio_track,
-        )
-        layouts = all_layouts()
-        report = run_prepare(
-            data_root, out, settings, workers, progress, layouts, executor, ray_address, include=tuple(include or ())
         )
     n, bad = report.count, report.failed
     typer.echo(f"prepared {n - len(bad)}/{n} clips into {out} ({report.cache_hits} from cache)")

@@ -34,7 +34,7 @@ def sample_root() -> Path:
 @pytest.fixture(scope="session")
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled sample set, prepared once with full anchors (tiny.en ASR)."""
-    from avstack.prepare import PrepareSettings, prepare
+    from avstack.preparation import PrepareSettings, prepare
 
     out = tmp_path_factory.mktemp("prepared")
     report = prepare(SAMPLES, out, PrepareSettings(), workers=1, layouts=LAYOUTS)
@@ -47,3 +47,29 @@ def manifest_dicts(prepared: Path) -> list[dict]:
     from avstack.manifest import load_manifest
 
     return [r.to_json() for r in load_manifest(prepared)]
+
+
+# a real headless Chromium (the distribution's chromium and chromedriver, driven by Selenium)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+    if not CHROMIUM or not CHROMEDRIVER:
+        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--no-first-run",
+                 "--disable-sync", "--allow-file-access-from-files", "--window-size=1300,1400"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    yield driver
+    driver.quit()
+
+

@@ -77,7 +77,7 @@ def test_bundled_models_resolve_offline(tmp_path, monkeypatch):
 
 
 def test_prepare_rerun_does_not_rerun_whisper(sample_root, tmp_path, monkeypatch):
-    from avstack.prepare import PrepareSettings, prepare
+    from avstack.preparation import PrepareSettings, prepare
 
     calls = []
     real = asr.transcribe
@@ -145,7 +145,7 @@ def test_prepare_asr_across_clips_fills_and_caches(sample_root, tmp_path, monkey
 
     from conftest import manifest_dicts
 
-    from avstack.prepare import PrepareSettings, prepare
+    from avstack.preparation import PrepareSettings, prepare
 
     root = tmp_path / "d"
     for folder in ("指令1", "指令3"):

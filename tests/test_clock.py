@@ -17,7 +17,7 @@ from avstack import awkward, media
 from avstack.awkward import WORD_BEGINS_MS, WORDS
 from avstack.io import DataError
 from avstack.manifest import load_manifest
-from avstack.prepare import PrepareSettings, prepare
+from avstack.preparation import PrepareSettings, prepare
 
 pytestmark = pytest.mark.skipif(not awkward.available(), reason="ffmpeg/ffprobe are not installed")
 

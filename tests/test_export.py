@@ -7,12 +7,12 @@ from avstack_cli.app import app
 from conftest import manifest_dicts
 from typer.testing import CliRunner
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+HARNESSES = Path(__file__).resolve().parents[1] / "docs" / "harnesses.md"
 
 
 def _loader_block() -> str:
-    blocks = re.findall(r"```python\n(# avstack export loaders.*?)```", README.read_text(encoding="utf-8"), re.S)
-    assert len(blocks) == 1, "README must hold exactly one export-loader snippet"
+    blocks = re.findall(r"```python\n(# avstack export loaders.*?)```", HARNESSES.read_text(encoding="utf-8"), re.S)
+    assert len(blocks) == 1, "docs/harnesses.md must hold exactly one export-loader snippet"
     return blocks[0]
 
 

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from avstack import synth
 from avstack.manifest import load_manifest
-from avstack.prepare import PrepareSettings, prepare
+from avstack.preparation import PrepareSettings, prepare
 from avstack.run import RunSettings
 from avstack.runners import FatalError
 from avstack.stacks import make_stack

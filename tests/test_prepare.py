@@ -7,7 +7,7 @@ from conftest import LAYOUTS, manifest_dicts
 from typer.testing import CliRunner
 
 from avstack import media, synth
-from avstack.prepare import PrepareSettings, parse_anchors, prepare
+from avstack.preparation import PrepareSettings, parse_anchors, prepare
 
 FRAMES_ONLY = PrepareSettings(anchors=("frames",))
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from avstack import overlay, synth
 from avstack.manifest import ClipRecord, load_manifest
-from avstack.prepare import PrepareSettings, prepare
+from avstack.preparation import PrepareSettings, prepare
 from avstack.stacks import make_stack, parse_stack_name
 from avstack.tasks.ecog.prompt import EcogOptions, build_request
 from avstack.timefmt import TS_FORMATS, parse_frame_tag, parse_words, words_block

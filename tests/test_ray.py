@@ -18,7 +18,7 @@ import pytest
 from conftest import LAYOUTS, SAMPLES
 
 from avstack.manifest import load_manifest
-from avstack.prepare import PrepareSettings, prepare
+from avstack.preparation import PrepareSettings, prepare
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'avstack[ray]')")
 

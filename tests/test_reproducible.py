@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from conftest import LAYOUTS, SAMPLES
 
-import avstack.prepare as prep
+import avstack.preparation as prep
 from avstack import media
 from avstack.asr import AsrSettings, transcribe, transcribe_batch
 from avstack.manifest import load_manifest
-from avstack.prepare import PrepareSettings, prepare
+from avstack.preparation import PrepareSettings, prepare
 
 
 def _prepare(out: Path, mode: str, **kw) -> bytes:

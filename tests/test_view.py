@@ -3,7 +3,6 @@ by Selenium): frames at their true pts along the axis, words, strokes, markers, 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,28 +11,7 @@ from typer.testing import CliRunner
 
 from avstack.manifest import load_manifest
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 SHOTS = Path(__file__).resolve().parents[1] / "out" / "screenshots"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
-    if not CHROMIUM or not CHROMEDRIVER:
-        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update", "--no-first-run",
-                 "--disable-sync", "--allow-file-access-from-files", "--window-size=1300,1400"):
-        opts.add_argument(flag)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    yield driver
-    driver.quit()
 
 
 @pytest.fixture(scope="module")

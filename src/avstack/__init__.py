@@ -1,3 +1,48 @@
-"""avstack: egocentric clips -> the exact inputs multimodal LLMs are evaluated on."""
+"""avstack: egocentric clips -> the exact inputs multimodal LLMs are evaluated on.
+
+The public API (everything else under avstack.* is internal):
+
+    prepare(data_root, out, ...)       frames at true times, audio, word-timed ASR, a manifest
+    open_prepared(path)                the prepared clips as ClipRecords (frames as FrameRefs)
+    sample_frames(video, fps=, times_ms=)   frames of one file at true presentation times
+    transcribe(audio_or_video, ...)    words with times (Transcript, Word)
+    stack(variant, drop, ...)          an input stack (Stack); render(prepared, record, stack, format=)
+    score(task, truth, predictions)    the benchmark's own scores
+
+Documentation: docs/ (`make docs` builds the site).
+"""
+
+from typing import Any
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "ClipRecord",
+    "Frame",
+    "FrameRef",
+    "PrepareReport",
+    "Prepared",
+    "Stack",
+    "Transcript",
+    "Word",
+    "open_prepared",
+    "prepare",
+    "render",
+    "sample_frames",
+    "score",
+    "stack",
+    "transcribe",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # loaded on first use: `import avstack` (and every CLI start) stays light
+    if name in __all__:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'avstack' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

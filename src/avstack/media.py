@@ -51,8 +51,11 @@ class ClipInfo:
 
 @dataclass(frozen=True)
 class Frame:
+    """A decoded frame: its place among the presented frames (`index`, a label), its presentation
+    time on the clip's clock (`pts_ms`), and the RGB image, upright as a viewer shows it."""
+
     index: int  # position in presentation order (a label, not a time)
-    pts_ms: int  # true presentation time, ms from the video stream start
+    pts_ms: int  # true presentation time, ms on the clip's clock (0: where a player starts it)
     image: np.ndarray  # RGB, upright as a viewer shows it
 
     @property

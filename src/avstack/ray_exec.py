@@ -28,7 +28,7 @@ from typing import Any
 from .discover import ClipJob
 from .io import Progress
 from .manifest import ClipRecord
-from .prepare import PrepareSettings, _no_audio_asr, asr_stage, crashed_record, prepare_clip
+from .preparation import PrepareSettings, _no_audio_asr, asr_stage, crashed_record, prepare_clip
 from .survive import MAX_CRASHES, AttemptLog, crash_message
 
 

@@ -32,6 +32,8 @@ class AsrSettings:
 
 @dataclass(frozen=True)
 class Word:
+    """One recognized word: its text, begin and end in ms, and Whisper's probability for it."""
+
     text: str
     begin_ms: int
     end_ms: int
@@ -40,6 +42,9 @@ class Word:
 
 @dataclass(frozen=True)
 class Transcript:
+    """A transcription: the model, the language, the words in time order, the settings it ran with,
+    what the guards dropped and why, and what it ran on (`runtime`)."""
+
     model: str
     language: str
     words: tuple[Word, ...]

@@ -1,0 +1,210 @@
+"""The public Python API: a handful of names, re-exported from `avstack`, that the CLI calls too.
+
+Everything else under `avstack.*` is internal (no stability promise). The façade knows the
+registered tasks (EcoG, EgoGap) but imports them only inside the functions that need them, so
+`import avstack` stays light and the core never depends on a benchmark.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import media
+from .asr.types import AsrSettings, Transcript, Word
+from .io import Progress
+from .manifest import ClipRecord, FrameRef, frame_file, load_manifest
+from .media import Frame
+from .messages import Request
+from .preparation import PrepareReport, PrepareSettings, parse_anchors
+from .stacks import Stack, make_stack
+
+PathLike = str | os.PathLike[str]
+
+
+def prepare(
+    data_root: PathLike,
+    out: PathLike,
+    *,
+    anchors: str = "full",
+    fps: float = 2.0,
+    asr_model: str = "tiny.en",
+    lang: str | None = None,
+    asr_mode: str = "auto",
+    workers: int | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
+    include: Sequence[str] = (),
+    progress: Progress | None = None,
+    **settings: Any,
+) -> PrepareReport:
+    """Prepare every clip below `data_root` into `out` (frames at true times, audio, word-timed ASR,
+    a content-addressed cache and `out/manifest.jsonl`), exactly as `avstack prepare` does.
+
+    `anchors` is "full" or a comma list of frames, audio, asr; `lang` None detects it (or takes each
+    clip's own); `asr_mode` auto | single | batched | packed; `executor` local | ray. Further
+    keywords are `PrepareSettings` fields (max_side, jpeg_quality, audio_track, asr_threads, ...).
+    An EcoG-Bench root is recognised by its folders; anything else is a plain folder of videos
+    (`include`: globs for odd file names).
+    Returns the report (counts, failed records); a failing clip never stops the others.
+    """
+    from .preparation import prepare as run_prepare
+    from .tasks import all_layouts
+
+    s = PrepareSettings(anchors=parse_anchors(anchors), fps=fps, asr_model=asr_model, lang=lang, asr_mode=asr_mode)
+    s = replace(s, **settings)
+    return run_prepare(data_root, out, s, workers, progress, all_layouts(), executor, ray_address, include)
+
+
+class Prepared:
+    """A folder written by `prepare`: iterate its `ClipRecord`s (validated as they are read), look
+    clips up by id, and load a frame's image."""
+
+    def __init__(self, path: PathLike):
+        self.path = Path(path)
+        self._records = load_manifest(self.path)
+
+    def __iter__(self) -> Iterator[ClipRecord]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __getitem__(self, clip_id: str) -> ClipRecord:
+        for rec in self._records:
+            if rec.clip_id == clip_id:
+                return rec
+        raise KeyError(f"{self.path}: no clip {clip_id!r}")
+
+    def frame_path(self, record: ClipRecord, frame: FrameRef) -> Path:
+        """The JPEG of one of the record's frames (always inside the prepared folder)."""
+        return frame_file(self.path, frame, record.clip_id)
+
+    def load_image(self, record: ClipRecord, frame: FrameRef) -> np.ndarray:
+        """A frame as an RGB array (height x width x 3, uint8), upright as displayed."""
+        import cv2
+
+        bgr = cv2.imread(str(self.frame_path(record, frame)), cv2.IMREAD_COLOR)
+        if bgr is None:
+            raise OSError(f"{self.frame_path(record, frame)}: not a readable image")
+        return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+    def __repr__(self) -> str:
+        return f"Prepared({str(self.path)!r}, {len(self)} clips)"
+
+
+def open_prepared(path: PathLike) -> Prepared:
+    """Open a prepared folder: `for clip in open_prepared(p): clip.frames[0].pts_ms`."""
+    return Prepared(path)
+
+
+def sample_frames(
+    video: PathLike,
+    *,
+    fps: float = 2.0,
+    times_ms: Sequence[int] | None = None,
+    max_side: int | None = None,
+    audio_track: int | None = None,
+) -> list[Frame]:
+    """Frames of one video file at true presentation times, in memory, no cache: the frame shown at
+    each of `times_ms` (or at 0, 1/fps, 2/fps, ...), then the clip's last frame, each once, in time
+    order. `Frame.pts_ms` is on the clip's one clock (time 0 where a player starts it; the audio
+    track can start it, hence `audio_track`); `Frame.index` is its place among the presented frames
+    (a label, not a time); `Frame.image` is RGB, upright."""
+    sample = media.sample_frames(
+        video, fps=fps, times_ms=tuple(times_ms) if times_ms is not None else None, max_side=max_side,
+        audio_track=audio_track,
+    )
+    return sample.frames
+
+
+def transcribe(
+    audio_or_video: PathLike | np.ndarray,
+    *,
+    model: str = "tiny.en",
+    language: str = "auto",
+    device: str = "auto",
+    refine: bool = True,
+) -> Transcript:
+    """Words with times in ms (`Transcript.words`: text, begin_ms, end_ms, prob) from 16 kHz mono
+    float32 samples, or from a media file's heard audio track placed on the clip's clock (so the
+    times match `sample_frames`). `model`: tiny.en and base work offline; any faster-whisper name
+    or folder. `language` auto detects (English for a .en model)."""
+    from .asr import language_setting
+    from .asr import transcribe as run_asr
+
+    settings = AsrSettings(model=model, device=device, language=language_setting(language, None, model), refine=refine)
+    if isinstance(audio_or_video, np.ndarray):
+        return run_asr(audio_or_video.astype(np.float32, copy=False), settings)
+    path = Path(audio_or_video)
+    samples = media.load_audio(path, origin=media.clip_origin(media.probe(path))) if media.has_audio(path) else None
+    if samples is None:
+        return Transcript(model, "", (), settings, ("no audio track",))
+    return run_asr(samples, settings)
+
+
+def stack(
+    variant: str = "full", drop: Sequence[str] = (), *, ts_format: str = "ms", word_ts_format: str = "json"
+) -> Stack:
+    """An input stack: `full` (frames + frame timestamps + word-timed ASR), `video` or `text`, less
+    the cues in `drop` (frame_ts, word_ts, asr, frames), with frame times told as `ts_format` (ms,
+    seconds, mmss, qwen, index, overlay) and word times as `word_ts_format` (json, srt, inline)."""
+    return make_stack(variant, drop, ts_format, word_ts_format)
+
+
+def render(
+    prepared: PathLike | Prepared,
+    record: ClipRecord,
+    stack: Stack,
+    *,
+    format: str = "openai",
+    media_mode: str = "path",
+    coord_order: str = "xy",
+    prompt_dir: PathLike | None = None,
+) -> Any:
+    """One EcoG clip's request under `stack`, rendered for an API: `openai` (chat messages), `gemini`
+    (contents), `hf` (chat template messages) or `neutral` (avstack's own request JSON). Images are
+    file paths (`media_mode="path"`) or inline data URLs (`"data"`)."""
+    from .manifest import data_root_of
+    from .messages import render as render_request
+    from .tasks.ecog.prompt import EcogOptions, build_request
+
+    folder = Path(prepared.path if isinstance(prepared, Prepared) else prepared).resolve()
+    options = EcogOptions(coord_order, prompt_dir=Path(prompt_dir) if prompt_dir else None)
+    req: Request = build_request(record, stack, str(folder), options, data_root_of(folder))
+    return req.to_neutral() if format == "neutral" else render_request(req, format, media_mode)
+
+
+def score(task: str, truth: PathLike, predictions: PathLike) -> dict[str, Any]:
+    """Score a predictions file with the benchmark's own definitions, as `avstack score` does:
+    `task` ecog (truth: `avstack ecog gt` JSONL) or egogap (truth: a *.bundles.jsonl). Returns the
+    result JSON (EcoG: per clip acc_cls, acc_s, acc_t, acc_eco, acc_seq and their means)."""
+    from .tasks import get_task
+
+    outcome = get_task(task).score(Path(truth), Path(predictions))
+    result: dict[str, Any] = outcome.result
+    return result
+
+
+__all__ = [
+    "ClipRecord",
+    "Frame",
+    "FrameRef",
+    "PrepareReport",
+    "Prepared",
+    "Stack",
+    "Transcript",
+    "Word",
+    "open_prepared",
+    "prepare",
+    "render",
+    "sample_frames",
+    "score",
+    "stack",
+    "transcribe",
+]
