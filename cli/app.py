@@ -22,6 +22,8 @@ egogap_app = typer.Typer(no_args_is_help=True, help="EgoGapBench helpers: prompt
 app.add_typer(egogap_app, name="egogap")
 
 T = TypeVar("T")
+QUESTIONS_HELP = "videoqa: the questions file (JSONL/CSV; Charades-STA .txt, QVHighlights .jsonl, Video-MME table)"
+QFORMAT_HELP = "videoqa: auto, generic, charades, qvhighlights or videomme"
 DROP_HELP = "Anchor to drop: frame_ts, word_ts, asr, frames (repeatable)"
 
 
@@ -217,9 +219,10 @@ def _print(outcome: Any) -> None:
 
 @app.command()
 def score(
-    task: Annotated[str, typer.Option(help="ecog or egogap")] = "ecog",
+    task: Annotated[str, typer.Option(help="ecog, egogap or videoqa")] = "ecog",
     gt: Annotated[Path | None, typer.Option(help="Ground truth JSONL (avstack ecog gt) or a reference .json")] = None,
     bundles: Annotated[Path | None, typer.Option(help="EgoGap *.bundles.jsonl (for --task egogap)")] = None,
+    questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
     pred: Annotated[Path | None, typer.Option(help="Predictions JSONL (or predictions.jsonl of a run)")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the full result as JSON here")] = None,
 ) -> None:
@@ -227,10 +230,10 @@ def score(
     from avstack.io import atomic_write
     from avstack.tasks import get_task
 
-    truth = bundles if task == "egogap" else gt
+    truth = {"egogap": bundles, "videoqa": questions}.get(task, gt)
     if truth is None or pred is None:
-        fail("--bundles and --pred are required for --task egogap" if task == "egogap" else
-             "--gt and --pred are required for --task ecog")
+        need = {"egogap": "--bundles", "videoqa": "--questions"}.get(task, "--gt")
+        fail(f"{need} and --pred are required for --task {task}")
     with user_errors():
         outcome = get_task(task).score(truth, pred)
     _print(outcome)
@@ -294,10 +297,24 @@ def stacks(
     ts_format: Annotated[str, typer.Option(help=TS_HELP)] = "ms",
     word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
+    task: Annotated[str, typer.Option(help="ecog, or videoqa (with --questions)")] = "ecog",
+    questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
+    questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
 ) -> None:
-    """Write the rendered request of every clip under one input stack."""
+    """Write the rendered request of every clip (videoqa: every question) under one input stack."""
     from avstack.tasks.ecog.export import write_stacks
 
+    if task == "videoqa":
+        from avstack.stacks import make_stack
+        from avstack.tasks.videoqa.runs import write_requests
+
+        if questions is None:
+            fail("--task videoqa needs --questions FILE")
+        with user_errors():
+            stack = make_stack(variant, drop, ts_format, word_ts_format)
+            n = write_requests(prepared, questions, out, stack, fmt, media_mode, questions_format, prompt)
+        typer.echo(f"wrote {n} requests ({stack.name}, {fmt}) to {out}")
+        return
     stack, options = _ecog_inputs(variant, drop, asr, coord_order, ts_format, word_ts_format, prompt)
     with user_errors():
         n = write_stacks(prepared, out, stack, options, fmt, media_mode)
@@ -307,7 +324,7 @@ def stacks(
 @app.command("export")
 def export_cmd(
     prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
-    to: Annotated[str, typer.Option("--to", help="openai-batch, jsonl, hf or lmms-eval (a task folder)")],
+    to: Annotated[str, typer.Option("--to", help="openai-batch, jsonl, hf, lmms-eval (a task folder), or features")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder")],
     variant: Annotated[str, typer.Option(help="full, video or text")] = "full",
     drop: Annotated[list[str], typer.Option(help=DROP_HELP)] = [],  # noqa: B006
@@ -321,9 +338,16 @@ def export_cmd(
     executor: Annotated[str, typer.Option(help="local, or ray (shards written by Ray Data workers)")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default RAY_ADDRESS)")] = None,
 ) -> None:
-    """Precomputed inputs for other harnesses (see README: loading snippets)."""
+    """Precomputed inputs for other harnesses (see the docs: loaders); --to features for any prepared folder."""
     from avstack.tasks.ecog.export import export
 
+    if to == "features":
+        from avstack.features import export_features
+
+        with user_errors():
+            path = export_features(prepared, out)
+        typer.echo(f"wrote {path} (and {path.with_suffix('.parquet').name} when datasets is installed)")
+        return
     stack, options = _ecog_inputs(variant, drop, asr, coord_order, ts_format, word_ts_format, prompt)
     with user_errors():
         path = export(prepared, out, to, stack, options, model, shard_size=shard_size, executor=executor,
@@ -336,9 +360,10 @@ def run_cmd(
     model: Annotated[str, typer.Option(help="oracle, chance, deixis, openai:M, gemini:M, hf:M, replay:FILE")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (predictions.jsonl, run.json)")],
     prepared: Annotated[Path | None, typer.Argument(help="A folder written by `avstack prepare` (ecog)")] = None,
-    task: Annotated[str, typer.Option(help="ecog or egogap")] = "ecog",
+    task: Annotated[str, typer.Option(help="ecog, egogap or videoqa")] = "ecog",
     variant: Annotated[
-        str, typer.Option(help="ecog: full, video, text; egogap: image, vflip, hflip, gray, downscale, text")
+        str,
+        typer.Option(help="ecog, videoqa: full, video, text (videoqa: subtitled); egogap: image, vflip, hflip, ..."),
     ] = "full",
     drop: Annotated[list[str], typer.Option(help="Anchor to drop (ecog)")] = [],  # noqa: B006
     asr: Annotated[str | None, typer.Option(help="whisper or source (ecog)")] = None,
@@ -358,8 +383,10 @@ def run_cmd(
     ts_format: Annotated[str, typer.Option(help=TS_HELP + " (ecog)")] = "ms",
     word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP + " (ecog)")] = "json",
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP + " (ecog)")] = None,
+    questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
+    questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
 ) -> None:
-    """Run a model over prepared clips (ecog) or bundles (egogap); resumable; then score."""
+    """Run a model over prepared clips (ecog, videoqa) or bundles (egogap); resumable; then score."""
     from avstack.run import RunSettings
     from avstack.tasks import RunJob, get_task
 
@@ -378,6 +405,8 @@ def run_cmd(
         "ts_format": ts_format,
         "word_ts_format": word_ts_format,
         "prompt": prompt,
+        "questions": questions,
+        "questions_format": questions_format,
     }
     with user_errors():
         job = RunJob(
@@ -455,6 +484,10 @@ def ablate(
     ] = "ms",
     word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
+    task: Annotated[str, typer.Option(help="ecog, or videoqa (with --questions)")] = "ecog",
+    questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
+    questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
+    variant: Annotated[str, typer.Option(help="videoqa: the baseline stack, full or subtitled")] = "full",
 ) -> None:
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
     from avstack.run import RunSettings
@@ -462,6 +495,18 @@ def ablate(
     from avstack.tasks.ecog.prompt import EcogOptions
 
     d = _defaults()
+    if task == "videoqa":
+        from avstack.tasks.videoqa.ablate import ablate as qa_ablate
+
+        if questions is None:
+            fail("--task videoqa needs --questions FILE")
+        with user_errors():
+            report = qa_ablate(prepared, questions, model, out, drop, variant, RunSettings(concurrency=concurrency),
+                               _backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
+                               questions_format, prompt, subsets, ts_format.split(",")[0])
+        typer.echo(report.summary)
+        typer.echo(f"full report: {report.path}")
+        return
     with user_errors():
         report = run_ablate(
             prepared,

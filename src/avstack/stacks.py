@@ -11,10 +11,13 @@ from dataclasses import dataclass
 
 from .timefmt import check_ts_format, check_word_format
 
-ALL_ANCHORS = ("frames", "frame_ts", "asr", "word_ts", "video", "audio")
-DROPPABLE = ("frame_ts", "word_ts", "asr", "frames")
+ALL_ANCHORS = ("frames", "frame_ts", "asr", "word_ts", "video", "audio", "subtitles")
+DROPPABLE = ("frame_ts", "word_ts", "asr", "frames", "subtitles")
 VARIANTS = {
     "full": frozenset({"frames", "frame_ts", "asr", "word_ts"}),  # the paper's Images+ASR
+    # full plus a dataset's own subtitles with their cue times (videoqa): with --drop asr / subtitles,
+    # "our ASR vs the given subtitles vs none" is one ablation
+    "subtitled": frozenset({"frames", "frame_ts", "asr", "word_ts", "subtitles"}),
     "video": frozenset({"video"}),  # native Video-Omni: the file with its audio
     "text": frozenset({"asr", "word_ts"}),  # language-only probe: no visual input
 }
@@ -65,3 +68,29 @@ def parse_stack_name(name: str) -> Stack:
     words = next((f.removeprefix("words-") for f in formats if f.startswith("words-")), "json")
     ts = next((f for f in formats if not f.startswith("words-")), "ms")
     return make_stack(variant, rest, ts, words)
+
+
+@dataclass(frozen=True)
+class Subset:
+    """One subset of an ablation's cues: the cues kept, the stack run for it (the first with the
+    same anchors), and the stack whose requests it repeats when it is an impossible one."""
+
+    present: frozenset[str]
+    stack: Stack
+    same_as: str | None
+
+
+def subset_stacks(cues: list[str], variant: str = "full") -> list[Subset]:
+    """Every subset of `cues` as a stack, largest first (the variant itself is the baseline). A
+    subset whose stack is impossible (word_ts kept without asr) has the anchors of a smaller,
+    possible one and reuses it: smaller subsets claim their anchors first."""
+    import itertools
+
+    out: list[Subset] = []
+    first: dict[frozenset[str], Stack] = {}
+    for k in range(len(cues) + 1):
+        for kept in itertools.combinations(cues, k):
+            stack = make_stack(variant, [c for c in cues if c not in kept])
+            prior = first.setdefault(stack.anchors, stack)
+            out.append(Subset(frozenset(kept), prior, None if prior is stack else prior.name))
+    return out[::-1]

@@ -70,7 +70,7 @@ class BackendBase:
         return []
 
 
-def seeded_rng(request: Request, seed: int) -> random.Random:
+def seeded_rng(request: Request, seed: int | str) -> random.Random:
     """A random stream for an offline baseline, fixed by the seed and the item (its clip id)."""
     key = f"{seed}:{request.meta.get('clip_id', request.system)}"
     return random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))

@@ -23,6 +23,7 @@ from ..tables import Report
 REGISTRY: dict[str, str] = {  # task name -> module holding its TASK
     "ecog": "avstack.tasks.ecog.task",
     "egogap": "avstack.tasks.egogap.task",
+    "videoqa": "avstack.tasks.videoqa.task",
 }
 
 

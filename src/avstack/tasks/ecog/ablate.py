@@ -9,9 +9,7 @@ subset, and the frame_ts x word_ts interaction.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,7 @@ from ...compare import check_same_items
 from ...io import Progress, atomic_write, write_csv_atomic
 from ...run import RunSettings
 from ...runners import make_backend
-from ...stacks import Stack, make_stack
+from ...stacks import Stack, Subset, make_stack, subset_stacks
 from ...stats import paired_bootstrap_ci, shapley_per_item
 from ...tables import Report, markdown_table
 from .baselines import BASELINES
@@ -41,27 +39,6 @@ def ablation_stacks(
     stacks += [make_stack("full", [d], f, word_ts_format) for d in drops for f in formats]
     stacks += [make_stack(v, [], formats[0], word_ts_format) for v in variants if v != "full"]
     return list(dict.fromkeys(stacks))
-
-
-@dataclass(frozen=True)
-class Subset:
-    present: frozenset[str]  # cues kept
-    stack: Stack  # the stack run for it (the first with the same anchors)
-    same_as: str | None  # the stack whose requests it repeats, when it is an impossible one
-
-
-def subset_stacks(cues: list[str]) -> list[Subset]:
-    """Every subset of `cues` as a stack, largest first (full is the baseline). A subset whose
-    stack is impossible (word_ts kept without asr) has the anchors of a smaller, possible one
-    and reuses it: smaller subsets claim their anchors first."""
-    out: list[Subset] = []
-    first: dict[frozenset[str], Stack] = {}
-    for k in range(len(cues) + 1):
-        for kept in itertools.combinations(cues, k):
-            stack = make_stack("full", [c for c in cues if c not in kept])
-            prior = first.setdefault(stack.anchors, stack)
-            out.append(Subset(frozenset(kept), prior, None if prior is stack else prior.name))
-    return out[::-1]
 
 
 def ablate(

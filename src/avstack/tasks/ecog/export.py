@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ...io import DataError, atomic_stream, write_jsonl_atomic
-from ...manifest import ClipRecord, data_root_of, iter_manifest, manifest_shards
+from ...manifest import ClipRecord, data_root_of, iter_manifest, load_manifest, manifest_shards
 from ...messages import Request, Video, flat_prompt, render, to_openai
 from ...stacks import Stack
 from .prompt import EcogOptions
-from .runs import request_or_problem, requests_for, usable
+from .runs import request_or_problem, requests_for, require_ground_truth, usable
 
 FORMATS = ("openai-batch", "jsonl", "hf", "lmms-eval")
 
@@ -67,7 +67,8 @@ def export(
     With `executor="ray"` the shards are written by Ray Data workers. A clip whose manifest
     record points outside the prepared folder stops the export (nothing is written) and is named."""
     if fmt not in FORMATS:
-        raise ValueError(f"--to must be one of {', '.join(FORMATS)}; found {fmt!r}")
+        raise ValueError(f"--to must be one of {', '.join(FORMATS)}, or features; found {fmt!r}")
+    require_ground_truth(prepared, load_manifest(prepared))  # no silent empty export
     out = Path(out)
     tmp = out / f".export-{uuid.uuid4().hex[:8]}"
     shard_fmt = "hf" if fmt == "lmms-eval" else fmt  # lmms-eval reads the Parquet shards

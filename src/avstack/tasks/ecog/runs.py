@@ -42,12 +42,27 @@ def requests_for(
     root = data_root_of(prepared)
     folder = str(Path(prepared).resolve())
     pairs, problems = [], []
-    for r in load_manifest(prepared):
+    records = load_manifest(prepared)
+    require_ground_truth(prepared, records)
+    for r in records:
         if usable(r):
             req, why = request_or_problem(r, stack, folder, options, root)
             pairs += [(r, req)] if req is not None else []
             problems += [(r, why)] if why is not None else []
     return pairs, problems
+
+
+NO_ECOG = (
+    "{prepared}: none of its {n} clips carries EcoG-Bench ground truth (eval_gt), so there is nothing to ask "
+    "or score; a plain folder of videos needs its questions: --task videoqa --questions FILE (or export its "
+    "frames and words with `avstack export {prepared} --to features`)"
+)
+
+
+def require_ground_truth(prepared: str | Path, records: list[ClipRecord]) -> None:
+    """No silent zero: a prepared folder without one EcoG clip is refused, saying what to supply."""
+    if not any(usable(r) for r in records):
+        raise DataError(NO_ECOG.format(prepared=prepared, n=len(records)))
 
 
 def request_or_problem(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...io import read_predictions
+from ...io import DataError, read_predictions
 from ...runners import make_backend
 from ...stacks import make_stack
 from ...tables import Report
@@ -33,6 +33,11 @@ def run_job(job: RunJob) -> Outcome:
 
 def score_files(gt: Path, pred: Path) -> Outcome:
     clips, gt_errors = load_gt(gt)
+    if not clips:
+        raise DataError(
+            f"{gt}: no EcoG clip to score against ({len(gt_errors)} bad lines); write it with `avstack ecog gt "
+            "DATA_ROOT`, or score other questions with --task videoqa --questions FILE"
+        )
     preds = read_predictions(pred)
     js = score(clips, preds, gt_errors).to_json()
     notes = [f"  GT ERROR {p}" for p in gt_errors]

@@ -1,0 +1,47 @@
+"""Offline baselines for video questions: `oracle` (the truth) and `chance` (a seeded guess among
+what the request allows: an option letter, a span inside the video)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...messages import Request
+from ...runners import Answer, BackendBase, seeded_rng
+
+
+class Oracle(BackendBase):
+    name = "oracle"
+
+    def answer(self, request: Request | None, truth: dict[str, Any] | None = None) -> Answer:
+        if not truth or "kind" not in truth:
+            raise ValueError("oracle needs the item's truth (videoqa runs pass it)")
+        if truth["kind"] == "grounding":
+            start, end = truth["spans"][0]
+            return Answer(json.dumps({"start": start, "end": end}))
+        return Answer(json.dumps({"answer": truth["answer"]}, ensure_ascii=False))
+
+
+class Chance(BackendBase):
+    name = "chance"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+        shown, kind = request.meta.get("shown") or {}, request.meta.get("kind")
+        if kind is None:
+            raise ValueError("this baseline answers videoqa requests (built by avstack.tasks.videoqa.prompt)")
+        rng = seeded_rng(request, f"{self.seed}:{request.meta.get('item_id')}")  # per question, not per clip
+        if kind == "mcq":
+            return Answer(json.dumps({"answer": rng.choice(shown["letters"])}))
+        if kind == "grounding":
+            a, b = sorted(rng.uniform(0, max(shown.get("duration_s") or 1.0, 0.1)) for _ in range(2))
+            return Answer(json.dumps({"start": round(a, 2), "end": round(b, 2)}))
+        return Answer(json.dumps({"answer": "unknown"}))
+
+
+BASELINES: dict[str, Any] = {
+    "oracle": lambda name: Oracle(),
+    "chance": lambda name: Chance(int(name or 0)),
+}

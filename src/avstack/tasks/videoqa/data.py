@@ -1,0 +1,279 @@
+"""Questions about videos: one item per (video, question), from a generic JSONL/CSV file or from the
+shapes public benchmarks ship (Charades-STA lines, QVHighlights JSONL, a Video-MME table).
+
+Every row is input: a bad one (no video, a field of the wrong type, a span that is not two times
+in order) is a counted error naming the file and line; the rest go on.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...io import DataError
+
+KINDS = ("mcq", "open", "grounding")
+FORMATS = ("auto", "generic", "charades", "qvhighlights", "videomme")
+GROUP_FIELDS = ("duration", "domain", "sub_category", "task_type", "category")  # reported per value
+_LETTER = re.compile(r"^\s*\(?([A-Za-z])[.):]\s*")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One question about one video. Times are seconds on the video's clock (the clip's one clock)."""
+
+    id: str
+    video: str  # relative to the data root (posix)
+    question: str
+    kind: str  # mcq | open | grounding
+    options: tuple[str, ...] = ()  # mcq: the option texts as shown, lettered "A. ...", "B. ..."
+    answer: str | None = None  # mcq: the letter; open: the text
+    spans: tuple[tuple[float, float], ...] = ()  # grounding: the true windows (one or more)
+    subtitles: str | None = None  # an SRT/VTT file for the video, relative to the data root
+    groups: dict[str, str] = field(default_factory=dict, compare=False)  # duration class, domain, ...
+
+    @property
+    def letters(self) -> list[str]:
+        return [chr(ord("A") + i) for i in range(len(self.options))]
+
+    def truth(self) -> dict[str, Any]:
+        return {"kind": self.kind, "answer": self.answer, "spans": [list(s) for s in self.spans]}
+
+
+def lettered(options: list[str]) -> tuple[str, ...]:
+    """Options as shown: "A. text" (an option that already starts with its letter keeps it)."""
+    out = []
+    for i, text in enumerate(options):
+        text = str(text).strip()
+        out.append(text if _LETTER.match(text) else f"{chr(ord('A') + i)}. {text}")
+    return tuple(out)
+
+
+def option_text(option: str) -> str:
+    return _LETTER.sub("", option, count=1).strip()
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)) and math.isfinite(v):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            x = float(v)
+        except ValueError:
+            return None
+        return x if math.isfinite(x) else None
+    return None
+
+
+def _span(v: Any, where: str) -> tuple[float, float]:
+    if isinstance(v, str):
+        v = [p for p in re.split(r"[,\s;]+", v.strip("[] ")) if p]
+    if not isinstance(v, (list, tuple)) or len(v) != 2:
+        raise DataError(f"{where}: a span must be [start_s, end_s]; found {v!r:.60}")
+    a, b = _number(v[0]), _number(v[1])
+    if a is None or b is None or a < 0 or b <= a:
+        raise DataError(f"{where}: a span must be two times in seconds, start < end; found {v!r:.60}")
+    return a, b
+
+
+def _options(v: Any, where: str) -> list[str]:
+    if isinstance(v, str):
+        try:
+            v = json.loads(v) if v.strip().startswith("[") else [p for p in v.split("|") if p.strip()]
+        except json.JSONDecodeError:
+            raise DataError(f"{where}: options must be a list (JSON, or texts joined by |); found {v!r:.60}") from None
+    if hasattr(v, "tolist"):  # a Parquet list column
+        v = v.tolist()
+    if not isinstance(v, (list, tuple)) or len(v) < 2 or not all(isinstance(o, str) for o in v):
+        raise DataError(f"{where}: options must be a list of at least 2 texts; found {v!r:.60}")
+    return list(v)
+
+
+def _text(v: Any, name: str, where: str) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise DataError(f"{where}: {name!r} must be a non-empty text; found {v!r:.60}")
+    return v.strip()
+
+
+def generic_item(row: dict[str, Any], where: str) -> Item:
+    """`id`, `video`, `question`, then `options` + `answer` (mcq), `answer` (open) or `answer_span`
+    (grounding); optional `subtitles` and group fields."""
+    if not isinstance(row, dict):
+        raise DataError(f"{where}: expected an object, found {type(row).__name__}")
+    item_id = row.get("id")
+    if isinstance(item_id, int) and not isinstance(item_id, bool):
+        item_id = str(item_id)
+    item_id = _text(item_id, "id", where)
+    video, question = _text(row.get("video"), "video", where), _text(row.get("question"), "question", where)
+    groups = {k: str(row[k]) for k in GROUP_FIELDS if row.get(k) not in (None, "")}
+    subtitles = row.get("subtitles") or None
+    if subtitles is not None and not isinstance(subtitles, str):
+        raise DataError(f"{where}: 'subtitles' must be a file name; found {subtitles!r:.60}")
+    common = {"id": item_id, "video": video, "question": question, "subtitles": subtitles, "groups": groups}
+    if row.get("answer_span") not in (None, ""):
+        return Item(kind="grounding", spans=(_span(row["answer_span"], f"{where}: answer_span"),), **common)
+    if row.get("options") not in (None, ""):
+        options = lettered(_options(row["options"], f"{where}: options"))
+        answer = _text(row.get("answer"), "answer", where)
+        letters = [chr(ord("A") + i) for i in range(len(options))]
+        letter = (
+            answer.upper()
+            if answer.upper() in letters
+            else next((lt for lt, o in zip(letters, options) if option_text(o).lower() == answer.lower()), None)
+        )
+        if letter is None:
+            raise DataError(f"{where}: answer {answer!r} is neither an option letter ({''.join(letters)}) nor option")
+        return Item(kind="mcq", options=options, answer=letter, **common)
+    return Item(kind="open", answer=_text(row.get("answer"), "answer", where), **common)
+
+
+def _rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line, row) of a JSONL, JSON (a list), CSV or Parquet file."""
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        yield from enumerate(pq.read_table(path).to_pylist(), 1)
+        return
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc})") from None
+    if suffix == ".csv":
+        yield from enumerate(csv.DictReader(text.splitlines()), 2)
+        return
+    if suffix == ".json":
+        data = json.loads(text)
+        yield from enumerate(data if isinstance(data, list) else [data], 1)
+        return
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield lineno, DataError(f"{path}:{lineno}: not JSON ({exc.msg})")
+
+
+def charades_items(path: Path) -> tuple[list[Item], list[str]]:
+    """Charades-STA: `VIDEO_ID START END##SENTENCE`, seconds; videos are VIDEO_ID.mp4."""
+    items, errors = [], []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        head, sep, sentence = line.partition("##")
+        parts = head.split()
+        try:
+            if not sep or len(parts) != 3 or not sentence.strip():
+                raise DataError(f"{where}: expected 'VIDEO_ID START END##SENTENCE'; found {line!r:.80}")
+            span = _span(parts[1:], where)
+            items.append(Item(f"{parts[0]}#{lineno}", f"{parts[0]}.mp4", sentence.strip(), "grounding", spans=(span,)))
+        except DataError as exc:
+            errors.append(str(exc))
+    return items, errors
+
+
+def qvhighlights_item(row: dict[str, Any], where: str) -> Item:
+    """QVHighlights: `qid`, `query`, `vid`, `relevant_windows` ([[start, end], ...], seconds)."""
+    if not isinstance(row, dict):
+        raise DataError(f"{where}: expected an object, found {type(row).__name__}")
+    windows = row.get("relevant_windows")
+    if not windows:
+        raise DataError(f"{where}: no relevant_windows (a test split has none to score against)")
+    if not isinstance(windows, list):
+        raise DataError(f"{where}: relevant_windows must be a list of [start, end]; found {windows!r:.60}")
+    spans = tuple(_span(w, f"{where}: relevant_windows") for w in windows)
+    vid = _text(row.get("vid"), "vid", where)
+    return Item(str(row.get("qid")), f"{vid}.mp4", _text(row.get("query"), "query", where), "grounding", spans=spans)
+
+
+def videomme_item(row: dict[str, Any], where: str, root: Path | None) -> Item:
+    """Video-MME: `videoID`, `question_id`, `question`, `options` (["A. ..", ...]), `answer` (a
+    letter), `duration`, `domain`, `task_type`; videos `video/{videoID}.mp4` (or `{videoID}.mp4`),
+    subtitles `subtitle/{videoID}.srt` where there is one."""
+    if not isinstance(row, dict):
+        raise DataError(f"{where}: expected an object, found {type(row).__name__}")
+    vid = _text(row.get("videoID"), "videoID", where)
+    video = f"video/{vid}.mp4" if root is None or (root / "video" / f"{vid}.mp4").exists() else f"{vid}.mp4"
+    subs = next(
+        (f"{d}{vid}.srt" for d in ("subtitle/", "") if root is not None and (root / f"{d}{vid}.srt").is_file()), None
+    )
+    generic = {
+        "id": row.get("question_id") or f"{vid}-{where.rsplit(':', 1)[-1]}",
+        "video": video,
+        "question": row.get("question"),
+        "options": row.get("options"),
+        "answer": row.get("answer"),
+        "subtitles": subs,
+        **{k: row.get(k) for k in GROUP_FIELDS},
+    }
+    return generic_item(generic, where)
+
+
+def detect_format(path: Path) -> str:
+    if path.suffix.lower() == ".txt":
+        return "charades"
+    for _, row in _rows(path):
+        if isinstance(row, dict):
+            if "relevant_windows" in row or ("qid" in row and "query" in row):
+                return "qvhighlights"
+            if "videoID" in row:
+                return "videomme"
+        return "generic"
+    return "generic"
+
+
+def load_questions(path: str | Path, fmt: str = "auto", root: str | Path | None = None) -> tuple[list[Item], list[str]]:
+    """The items of a questions file and the errors of its bad rows (file:line: why). With `root`,
+    an item whose video is not there is an error too. Ids must be unique."""
+    path = Path(path)
+    if fmt not in FORMATS:
+        raise ValueError(f"--questions-format must be one of {', '.join(FORMATS)}; found {fmt!r}")
+    if not path.is_file():
+        raise DataError(f"questions file {path} does not exist")
+    fmt = detect_format(path) if fmt == "auto" else fmt
+    root = Path(root) if root is not None else None
+    if fmt == "charades":
+        items, errors = charades_items(path)
+    else:
+        items, errors = [], []
+        for lineno, row in _rows(path):
+            where = f"{path}:{lineno}"
+            try:
+                if isinstance(row, DataError):
+                    raise row
+                if fmt == "qvhighlights":
+                    items.append(qvhighlights_item(row, where))
+                elif fmt == "videomme":
+                    items.append(videomme_item(row, where, root))
+                else:
+                    items.append(generic_item(row, where))
+            except DataError as exc:
+                errors.append(str(exc))
+    return _checked(items, errors, root, path)
+
+
+def _checked(items: list[Item], errors: list[str], root: Path | None, path: Path) -> tuple[list[Item], list[str]]:
+    seen: set[str] = set()
+    kept = []
+    for item in items:
+        if item.id in seen:
+            errors.append(f"{path}: item id {item.id!r} appears twice")
+            continue
+        seen.add(item.id)
+        if ".." in Path(item.video).parts or Path(item.video).is_absolute():
+            errors.append(f"{path}: item {item.id!r}: video {item.video!r} leaves the data root")
+            continue
+        if root is not None and not (root / item.video).is_file():
+            errors.append(f"{path}: item {item.id!r}: video {item.video!r} not found under {root}")
+            continue
+        kept.append(item)
+    return kept, errors

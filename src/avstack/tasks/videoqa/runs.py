@@ -1,0 +1,172 @@
+"""Video-question runs: each question joined with its prepared clip, run through the engine under
+one stack, scored with the field's definitions (score.json, per_item.csv)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ...io import DataError, Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
+from ...manifest import ClipRecord, data_root_of, load_manifest
+from ...run import RunSettings, WorkItem, run_items
+from ...runners import Backend
+from ...stacks import Stack
+from .data import Item, load_questions
+from .parse import parse_answer
+from .prompt import PROMPT_VERSION, build_request, prompt_set
+from .score import score
+
+
+def joined(
+    prepared: str | Path, questions: str | Path, fmt: str = "auto"
+) -> tuple[list[tuple[Item, ClipRecord | None]], list[str]]:
+    """Each question with the prepared record of its video (None when that video was not prepared
+    or failed), and the questions file's row errors."""
+    root = data_root_of(prepared)
+    items, errors = load_questions(questions, fmt, root)
+    records = {r.video: r for r in load_manifest(prepared)}
+    if items and not any(it.video in records for it in items):
+        raise DataError(
+            f"none of the {len(items)} questions of {questions} names a video prepared in {prepared} "
+            f"(e.g. {items[0].video!r}; prepared: {next(iter(records), 'none')!r}): video paths are relative to the "
+            "data root given to prepare"
+        )
+    return [(it, records.get(it.video)) for it in items], errors
+
+
+def work_items(
+    pairs: list[tuple[Item, ClipRecord | None]], stack: Stack, prepared: Path, prompt_dir: Path | None
+) -> list[WorkItem]:
+    root, folder = data_root_of(prepared), str(prepared.resolve())
+    out = []
+    for item, rec in pairs:
+        record = {"kind": item.kind}
+        if rec is None or not rec.ok:
+            why = "the video was not prepared" if rec is None else f"the video failed to prepare ({rec.error})"
+            out.append(WorkItem(item.id, None, item.truth(), record, error=f"input: {why}"))
+            continue
+        if item.spans and rec.duration_ms is not None and max(b for _, b in item.spans) * 1000 > rec.duration_ms + 500:
+            out.append(
+                WorkItem(
+                    item.id,
+                    None,
+                    item.truth(),
+                    record,
+                    error=f"input: span {list(item.spans[0])} s lies outside the clip ({rec.duration_ms} ms)",
+                )
+            )
+            continue
+        try:
+            req = build_request(rec, item, stack, folder, root, prompt_dir)
+        except (DataError, ValueError) as exc:
+            out.append(WorkItem(item.id, None, item.truth(), record, error=f"input: {exc}"))
+            continue
+        out.append(WorkItem(item.id, req, item.truth(), record))
+    return out
+
+
+def run(
+    prepared: str | Path,
+    questions: str | Path,
+    backend: Backend,
+    stack: Stack,
+    out: str | Path,
+    settings: RunSettings | None = None,
+    fmt: str = "auto",
+    prompt_dir: Path | None = None,
+    cache_dir: Path | None = None,
+    backend_id: str | None = None,
+    progress: Progress | None = None,
+) -> tuple[Path, list[str]]:
+    """Answer every question; returns the predictions file and the questions file's row errors."""
+    prepared = Path(prepared)
+    pairs, errors = joined(prepared, questions, fmt)
+    by_id = {it.id: it for it, _ in pairs}
+    meta = {
+        "task": "videoqa",
+        "stack": stack.name,
+        "variant": stack.variant,
+        "anchors": sorted(stack.anchors),
+        "dropped": list(stack.dropped),
+        "prompt_version": PROMPT_VERSION,
+        "prepared": str(prepared.resolve()),
+        "questions": str(Path(questions).resolve()),
+        "questions_format": fmt,
+        "ts_format": stack.ts_format,
+        "word_ts_format": stack.word_ts_format,
+        "prompt": {
+            "templates": str(prompt_dir or "builtin"),
+            "sha256": prompt_set(str(prompt_dir) if prompt_dir else None).sha256,
+        },
+    }
+
+    def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
+        return parse_answer(text, by_id[item.id])
+
+    path = run_items(
+        work_items(pairs, stack, prepared, prompt_dir),
+        backend,
+        out,
+        parse,
+        meta,
+        settings,
+        "id",
+        cache_dir,
+        backend_id,
+        progress,
+    )
+    return path, errors
+
+
+def score_run(run_dir: str | Path) -> dict[str, Any]:
+    """Score a run folder against its questions (recorded in run.json); writes score.json and
+    per_item.csv; returns the score JSON."""
+    run_dir = Path(run_dir)
+    meta = read_json_file(run_dir / "run.json", dict)
+    questions, prepared = meta.get("questions"), meta.get("prepared")
+    if not isinstance(questions, str) or not isinstance(prepared, str):
+        raise DataError(f"{run_dir / 'run.json'}: not a videoqa run (no questions or prepared folder recorded)")
+    items, _ = load_questions(questions, str(meta.get("questions_format") or "auto"), data_root_of(prepared))
+    result = score(items, read_predictions(run_dir / "predictions.jsonl"))
+    write_per_item(run_dir / "per_item.csv", result["per_item"])
+    js = {k: v for k, v in result.items() if k != "per_item"} | {
+        "backend": meta.get("backend"),
+        "stack": meta.get("stack"),
+    }
+    write_json_atomic(run_dir / "score.json", js)
+    return result
+
+
+def write_requests(
+    prepared: str | Path,
+    questions: str | Path,
+    out: str | Path,
+    stack: Stack,
+    fmt: str = "openai",
+    media: str = "path",
+    qformat: str = "auto",
+    prompt_dir: Path | None = None,
+) -> int:
+    """The rendered request of every question under one stack, one JSON line each; a question whose
+    request cannot be made is refused, named."""
+    from ...io import write_jsonl_atomic
+    from ...messages import render
+
+    pairs, errors = joined(prepared, questions, qformat)
+    items = work_items(pairs, stack, Path(prepared), prompt_dir)
+    bad = [f"{w.id}: {w.error}" for w in items if w.request is None] + errors
+    if bad:
+        raise DataError(f"{len(bad)} questions cannot be rendered: " + "; ".join(bad[:3]))
+    lines = [
+        {
+            "id": w.id,
+            "kind": w.record.get("kind"),
+            "stack": stack.name,
+            "format": fmt,
+            "request": render(w.request, fmt, media),
+        }
+        for w in items
+        if w.request is not None
+    ]
+    write_jsonl_atomic(out, lines)
+    return len(lines)

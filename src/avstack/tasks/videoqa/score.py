@@ -1,0 +1,104 @@
+"""The field's definitions: multiple-choice accuracy (unparsed answers counted apart), open answers
+by normalized exact match, temporal grounding by IoU (the best-matching true window when there are
+several) with R@0.3 / R@0.5 / R@0.7 and mIoU."""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .data import Item
+
+THRESHOLDS = (0.3, 0.5, 0.7)
+
+
+def iou(a: Sequence[float], b: Sequence[float]) -> float:
+    """Temporal IoU of two [start, end] spans (0 when they do not overlap)."""
+    inter = max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+    union = max(a[1], b[1]) - min(a[0], b[0])
+    return inter / union if union > 0 else 0.0
+
+
+def best_iou(pred: Sequence[float], truths: Sequence[Sequence[float]]) -> float:
+    return max((iou(pred, t) for t in truths), default=0.0)
+
+
+def normalize(text: str) -> str:
+    """Lowercase, no punctuation, no articles, single spaces (SQuAD's answer normalization)."""
+    text = "".join(c for c in text.lower() if c not in string.punctuation)
+    return " ".join(w for w in text.split() if w not in ("a", "an", "the"))
+
+
+METRIC_FIELDS = ("correct", "iou", *(f"r@{k}" for k in THRESHOLDS))
+
+
+def _prediction(item: Item, line: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, bool]:
+    """(what was answered, whether it parsed) from a run's prediction line ({"prediction": ...}) or
+    another harness's ({"id", "response"} or {"id", "answer"}, parsed here)."""
+    if line is None or line.get("error"):
+        return None, False
+    if isinstance(line.get("prediction"), dict):
+        return line["prediction"], not line.get("parse_error")
+    from .parse import parse_answer
+
+    raw = line.get("response", line.get("answer"))
+    if not isinstance(raw, str):
+        return None, False
+    pred, err = parse_answer(raw, item)
+    return pred, err is None
+
+
+def item_outcome(item: Item, line: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One item's per-item row: `correct` (mcq, open; R@0.5 for grounding) and, for grounding,
+    `iou` and `r@k`, all 0..1; whether an answer came and parsed; the item's group values."""
+    pred, parsed = _prediction(item, line)
+    row: dict[str, Any] = {"kind": item.kind, "answered": int(pred is not None), "parsed": int(parsed)}
+    row |= dict.fromkeys(METRIC_FIELDS)
+    if item.kind == "grounding":
+        span = (pred or {}).get("span") if parsed else None
+        value = best_iou(span, item.spans) if span else 0.0
+        row |= {"iou": value, **{f"r@{k}": float(value >= k) for k in THRESHOLDS}, "correct": float(value >= 0.5)}
+    elif item.kind == "mcq":
+        row["correct"] = float(parsed and (pred or {}).get("answer") == item.answer)
+    else:
+        said = normalize(str((pred or {}).get("answer", "")))
+        row["correct"] = float(parsed and said == normalize(item.answer or ""))
+    return row | item.groups
+
+
+def score(items: Sequence[Item], predictions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Scores over `items` (percent), per kind and per group value, counts apart; `per_item` rows
+    (every row with the same columns)."""
+    by_id = {str(p.get("id")): p for p in predictions if isinstance(p, Mapping)}
+    per_item = {it.id: item_outcome(it, by_id.get(it.id)) for it in items}
+    groups = sorted({g for it in items for g in it.groups})
+    per_item = {i: {**r, **{g: r.get(g) for g in groups}} for i, r in per_item.items()}
+    out: dict[str, Any] = {"per_item": per_item, "by_kind": {}, "by_group": {}}
+    for kind in ("mcq", "open", "grounding"):
+        rows = [r for r in per_item.values() if r["kind"] == kind]
+        if rows:
+            out["by_kind"][kind] = summary(rows)
+    for g in groups:
+        for value in sorted({str(r[g]) for r in per_item.values() if r.get(g) is not None}):
+            out["by_group"][f"{g}={value}"] = summary([r for r in per_item.values() if str(r.get(g)) == value])
+    out["overall"] = summary(list(per_item.values()))
+    out["counts"] = {
+        "items": len(items),
+        "missing_predictions": sum(1 for it in items if it.id not in by_id),
+        "failed": sum(1 for it in items if it.id in by_id and by_id[it.id].get("error")),
+        "unparsed": sum(1 for r in per_item.values() if r["answered"] and not r["parsed"]),
+    }
+    return out
+
+
+def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Percent means: accuracy over all rows (`correct`: R@0.5 for grounding rows) and, where
+    there are grounding rows, mIoU and R@k over them."""
+    pct = lambda xs: round(100 * sum(xs) / len(xs), 4) if xs else 0.0  # noqa: E731
+    out = {"n": len(rows), "accuracy": pct([r["correct"] for r in rows])}
+    grounding = [r for r in rows if r["kind"] == "grounding"]
+    if grounding:
+        out["miou"] = pct([r["iou"] for r in grounding])
+        out |= {f"r@{k}": pct([r[f"r@{k}"] for r in grounding]) for k in THRESHOLDS}
+    return out
