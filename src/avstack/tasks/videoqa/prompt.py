@@ -44,8 +44,8 @@ def _subtitles(item: Item, stack: Stack, data_root: str | None) -> tuple[bool, s
     if data_root is None:
         raise DataError(f"item {item.id!r}: subtitles need the data root (recorded in prepare.json)")
     cues = read_subtitles(inside(data_root, item.subtitles, f"item {item.id!r}: subtitles", links=True))
-    text = " ".join(c["text"] for c in cues)
-    return True, words_block(stack.word_ts_format, text, cues) if stack.has("word_ts") else text
+    # subtitles bring their own cue times (told like word times), whether or not ASR is in the stack
+    return True, words_block(stack.word_ts_format, " ".join(c["text"] for c in cues), cues)
 
 
 def _image_path(record: ClipRecord, k: int, stack: Stack, prepared_dir: str) -> str:
