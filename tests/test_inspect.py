@@ -12,6 +12,7 @@ import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fake_http import JsonHandler
 
@@ -171,5 +172,54 @@ def test_inspect_eval_scores_each_clip_as_avstack_run_does(prepared, tmp_path, m
             theirs = {s.id: s.scores["ecog_scorer"].value for s in logs[0].samples}
             assert theirs == ours, stack.name
             assert 0 < sum(v["acc_cls"] for v in ours.values()) < len(ours)  # mixed answers, not all alike
+    finally:
+        httpd.shutdown()
+
+
+def test_videoqa_in_inspect_scores_each_question_as_avstack_run_does(tmp_path, monkeypatch):
+    """`avstack/videoqa` through inspect's openai-api provider against the request-reading server:
+    per question the same correct / iou as `avstack run --task videoqa` against the same server."""
+    from avstack_cli.app import app
+    from inspect_ai import eval as inspect_eval
+    from test_videoqa import RED, ReadingModel, _write_clip
+    from typer.testing import CliRunner
+
+    root = tmp_path / "videos"
+    root.mkdir()
+    for name, red in RED.items():
+        _write_clip(root / name, red, np.zeros(8 * 16000, np.float32))
+    rows = [{"id": f"{n}-when", "video": n, "question": "When is the red square on screen?", "answer_span": list(r)}
+            for n, r in RED.items()]
+    rows += [{"id": f"{n}-colour", "video": n, "question": "What colour is the square?",
+              "options": ["blue", "red"], "answer": "red"} for n in RED]
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    prep = tmp_path / "prep"
+    assert CliRunner().invoke(app, ["prepare", str(root), "--out", str(prep), "--anchors", "frames"]).exit_code == 0
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), ReadingModel)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_port}/v1"
+    monkeypatch.setenv("AVLOCAL_BASE_URL", url)
+    monkeypatch.setenv("AVLOCAL_API_KEY", "local-key-123")
+    monkeypatch.setenv("OPENAI_API_KEY", "local-key-123")
+    try:
+        for drop in ([], ["frame_ts"]):
+            out = tmp_path / f"run{len(drop)}"
+            args = ["run", str(prep), "--task", "videoqa", "--questions", str(questions), "--model", "openai:reader",
+                    "--base-url", url, "--out", str(out), *sum((["--drop", d] for d in drop), [])]
+            res = CliRunner().invoke(app, args)
+            assert res.exit_code == 0, res.output
+            import csv
+
+            ours = {r["item_id"]: (float(r["correct"]), float(r["iou"] or 0))
+                    for r in csv.DictReader((out / "per_item.csv").read_text().splitlines())}
+            logs = inspect_eval("avstack/videoqa", model="openai-api/avlocal/reader",
+                                task_args={"prepared": str(prep), "questions": str(questions), "drop": ",".join(drop)},
+                                log_dir=str(tmp_path / "logs"), display="none")
+            assert logs[0].status == "success", logs[0].error
+            theirs = {s.id: (s.scores["videoqa_scorer"].value["correct"], s.scores["videoqa_scorer"].value["iou"])
+                      for s in logs[0].samples}
+            assert theirs == ours and len(ours) == 4
+        assert sum(c for c, _ in ours.values()) == 2  # without frame times only the colour questions are right
     finally:
         httpd.shutdown()

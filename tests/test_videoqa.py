@@ -316,8 +316,14 @@ class ReadingModel(JsonHandler):
         self.send_json(
             200,
             {
-                "choices": [{"message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", "m"),
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             },
         )
 
@@ -496,3 +502,51 @@ def test_features_export_of_a_plain_folder_loads_with_the_docs_snippet(prepared_
         assert row["frame_pts_ms"] == [f.pts_ms for f in recs[row["clip_id"]].frames]
         assert Path(row["wav"]).is_file() and row["streams"]["video"]["start_ms"] == 0
     assert scope["first_frame"].size == (320, 240)
+
+
+def test_view_puts_true_and_predicted_spans_on_the_clip_axis(prepared_own, data, tmp_path, browser):
+    from selenium.webdriver.common.by import By
+
+    runs = []
+    for model in ("oracle", "chance"):
+        runs.append(tmp_path / model)
+        _invoke(
+            "run",
+            str(prepared_own),
+            "--task",
+            "videoqa",
+            "--questions",
+            str(data[1]),
+            "--model",
+            model,
+            "--out",
+            str(runs[-1]),
+        )
+    _invoke("view", str(prepared_own), *map(str, runs), "--out", str(tmp_path / "site"))
+    browser.get((tmp_path / "site" / "index.html").as_uri())
+    link = browser.find_element(By.CSS_SELECTOR, "a[data-item='kitchen-when']")
+    browser.get(link.get_attribute("href"))
+    from avstack.manifest import load_manifest
+
+    rec = next(r for r in load_manifest(prepared_own) if r.video == "kitchen.mp4")
+    frames = browser.find_elements(By.CSS_SELECTOR, "img.frame")
+    assert [int(f.get_attribute("data-pts-ms")) for f in frames] == [f.pts_ms for f in rec.frames]
+    axis = browser.find_element(By.CSS_SELECTOR, ".timeline")
+    x0, width, end = axis.rect["x"], axis.rect["width"], int(axis.get_attribute("data-axis-end-ms"))
+    for f in frames:  # positions proportional to pts
+        assert abs(f.rect["x"] - (x0 + width * int(f.get_attribute("data-pts-ms")) / end)) <= 2
+    truth = browser.find_element(By.CSS_SELECTOR, "[data-item='kitchen-when'][data-true-start-ms]")
+    assert (int(truth.get_attribute("data-true-start-ms")), int(truth.get_attribute("data-true-end-ms"))) == (
+        2000,
+        4000,
+    )
+    preds = {
+        p.get_attribute("data-stack"): (
+            int(p.get_attribute("data-pred-start-ms")),
+            int(p.get_attribute("data-pred-end-ms")),
+        )
+        for p in browser.find_elements(By.CSS_SELECTOR, "[data-item='kitchen-when'][data-pred-start-ms]")
+    }
+    assert preds["oracle full"] == (2000, 4000) and "chance full" in preds
+    assert abs(truth.rect["x"] - (x0 + width * 2000 / end)) <= 2
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]

@@ -111,8 +111,11 @@ def egogap_scorer():
         labels = state.metadata["labels"]
         letter, error = parse_letter(state.output.completion, sorted(labels))
         label = labels.get(letter) if letter else None
-        value = {"correct": float(label == "correct"), "motor_intrusion": float(label in MOTOR),
-                 "off_vantage": float(label == OFF_VANTAGE)}
+        value = {
+            "correct": float(label == "correct"),
+            "motor_intrusion": float(label in MOTOR),
+            "off_vantage": float(label == OFF_VANTAGE),
+        }
         return Score(value=value, answer=letter or "", explanation=error or "")
 
     return score
@@ -145,3 +148,59 @@ def egogap(
             )
         )
     return Task(dataset=MemoryDataset(samples), solver=generate(), scorer=egogap_scorer(), name=f"egogap_{stack.name}")
+
+
+VIDEOQA_METRICS = ("correct", "iou")
+
+
+@scorer(metrics={m: [mean(), stderr()] for m in VIDEOQA_METRICS})
+def videoqa_scorer():
+    """avstack's video-question grading: the answer parsed as `avstack run` does (a letter, a text,
+    a span in any time format), scored with the field's definitions (iou is 0 for non-grounding)."""
+    from .videoqa.data import Item
+    from .videoqa.score import item_outcome
+
+    async def score(state: TaskState, target: Target) -> Score:
+        item = Item(**state.metadata["item"])
+        row = item_outcome(item, {"id": item.id, "response": state.output.completion})
+        return Score(value={"correct": row["correct"], "iou": row["iou"] or 0.0}, answer=state.output.completion)
+
+    return score
+
+
+@task
+def videoqa(
+    prepared: str,
+    questions: str,
+    variant: str = "full",
+    drop: str | list[str] | None = None,
+    ts_format: str = "ms",
+    word_ts_format: str = "json",
+    questions_format: str = "auto",
+    prompt: str | None = None,
+) -> Task:
+    """Your own videos and questions (`-T questions=FILE`), under one input stack."""
+    from dataclasses import asdict
+
+    from .videoqa.runs import joined, work_items
+
+    stack = make_stack(variant, _list(drop), ts_format, word_ts_format)
+    pairs, errors = joined(prepared, questions, questions_format)
+    items = {it.id: it for it, _ in pairs}
+    work = work_items(pairs, stack, Path(prepared), Path(prompt) if prompt else None)
+    bad = [f"{w.id}: {w.error}" for w in work if w.request is None] + errors
+    if bad:
+        raise ValueError("; ".join(bad[:5]))
+    samples = [
+        Sample(
+            id=w.id,
+            input=messages_of(w.request),
+            target=json.dumps(w.truth),
+            metadata={"item": asdict(items[w.id]) | {"options": list(items[w.id].options)}, "stack": stack.name},
+        )
+        for w in work
+        if w.request is not None
+    ]
+    return Task(
+        dataset=MemoryDataset(samples), solver=generate(), scorer=videoqa_scorer(), name=f"videoqa_{stack.name}"
+    )
