@@ -550,3 +550,48 @@ def test_view_puts_true_and_predicted_spans_on_the_clip_axis(prepared_own, data,
     assert preds["oracle full"] == (2000, 4000) and "chance full" in preds
     assert abs(truth.rect["x"] - (x0 + width * 2000 / end)) <= 2
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_own_prompts_and_the_report_command(prepared_own, data, tmp_path):
+    prompts = tmp_path / "prompts"
+    for kind in ("mcq", "open", "grounding"):
+        (prompts / kind).mkdir(parents=True)
+        (prompts / kind / "system.j2").write_text(f"MY {kind.upper()} PROMPT\n")
+        (prompts / kind / "user.j2").write_text(
+            "{{ part }}Q: {{ question }} ({{ kind }}, {{ frames|length }} frames)\n"
+        )
+    out = tmp_path / "reqs.jsonl"
+    _invoke(
+        "stacks",
+        str(prepared_own),
+        "--task",
+        "videoqa",
+        "--questions",
+        str(data[1]),
+        "--prompt",
+        str(prompts),
+        "--format",
+        "neutral",
+        "--out",
+        str(out),
+    )
+    lines = {json.loads(x)["id"]: json.loads(x)["request"] for x in out.read_text().splitlines()}
+    assert lines["kitchen-when"]["system"] == "MY GROUNDING PROMPT"
+    assert lines["kitchen-when"]["parts"][0]["text"] == "Q: When is the red square on screen? (grounding, 17 frames)"
+    for model in ("oracle", "chance"):
+        _invoke(
+            "run",
+            str(prepared_own),
+            "--task",
+            "videoqa",
+            "--questions",
+            str(data[1]),
+            "--model",
+            model,
+            "--out",
+            str(tmp_path / model),
+        )
+    summary = _invoke("report", str(tmp_path / "oracle"), str(tmp_path / "chance"), "--out", str(tmp_path / "rep"))
+    assert "oracle full" in summary and "chance full" in summary
+    rows = (tmp_path / "rep" / "delta.csv").read_text()
+    assert "r@0.5" in rows and "correct" in rows and (tmp_path / "rep" / "delta.png").is_file()
