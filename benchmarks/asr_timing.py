@@ -41,6 +41,12 @@ def layout_cases(lang: str, layout: str, clips: int) -> tuple[list[asr_eval.Case
     raise SystemExit(f"--layout: expected mixed, folders or same:K, got {layout!r}")
 
 
+def connected_cases(clips: int, voices: list[str]) -> tuple[list[asr_eval.Case], list[str]]:
+    """Held-out sentences spoken whole by festival, the voices in turn."""
+    cases = [asr_eval.connected_case(HELD_OUT_SEED + i, voices[i % len(voices)]) for i in range(clips)]
+    return cases, [voices[i % len(voices)] for i in range(clips)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clips", type=int, default=30, help="clips per language (per template with --layout folders)")
@@ -48,22 +54,28 @@ def main() -> None:
     ap.add_argument("--runs", default="en:tiny.en,zh:base", help="comma list of LANG:MODEL")
     ap.add_argument("--json", type=Path, default=Path("benchmarks/asr_timing.json"))
     ap.add_argument("--layout", default="mixed", help="mixed, folders (--clips per template) or same:K")
+    ap.add_argument("--speech", default="words", help="words (synthesized one by one) or connected (festival)")
+    ap.add_argument("--voices", default=",".join(asr_eval.FESTIVAL_VOICES), help="festival voices (--speech connected)")
     args = ap.parse_args()
     rows = []
     for spec in args.runs.split(","):
         lang, model = spec.split(":")
-        cases, folders = layout_cases(lang, args.layout, args.clips)
+        if args.speech == "connected":
+            cases, folders = connected_cases(args.clips, args.voices.split(","))
+        else:
+            cases, folders = layout_cases(lang, args.layout, args.clips)
         for mode, refine in (("single", False), ("single", True), ("packed", True)):
             settings = asr.AsrSettings(model=model, device=args.device, language=lang, refine=refine)
             order = asr.interleave(folders) if mode == "packed" else range(len(cases))
             row = asr_eval.evaluate([cases[i] for i in order], settings, mode=mode)
             row["device"] = " ".join(asr.pick_device(args.device))
-            row["layout"] = args.layout
+            row["layout"] = args.layout if args.speech == "words" else "connected"
             rows.append(row)
             print(json.dumps(row), flush=True)
     cols = [
         "lang", "model", "device", "mode", "refine", "layout", "clips", "words", "recognized_pct",
         "begin_median_ms", "begin_p90_ms", "end_median_ms", "end_p90_ms", "boundary_median_ms", "boundary_p90_ms",
+        "bias_ms",
         "rtf", "noise_only_words",
     ]  # fmt: skip
     print(f"\nmachine: {platform.machine()}, python {platform.python_version()}\n")

@@ -117,6 +117,7 @@ class CaseScore:
     recognized: int
     begin_errors: list[int] = field(default_factory=list)
     end_errors: list[int] = field(default_factory=list)
+    signed: list[int] = field(default_factory=list)  # hypothesis - truth, begins and ends (bias)
 
 
 def score_case(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) -> CaseScore:
@@ -139,8 +140,10 @@ def score_case(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) 
         first, last = h_tok[pair[idx[0]]], h_tok[pair[idx[-1]]]
         if first[2]:
             score.begin_errors.append(abs(h_words[first[1]][1] - t_words[i][1]))
+            score.signed.append(h_words[first[1]][1] - t_words[i][1])
         if last[3]:
             score.end_errors.append(abs(h_words[last[1]][2] - t_words[i][2]))
+            score.signed.append(h_words[last[1]][2] - t_words[i][2])
     return score
 
 
@@ -176,6 +179,7 @@ def evaluate(
         total.recognized += sc.recognized
         total.begin_errors += sc.begin_errors
         total.end_errors += sc.end_errors
+        total.signed += sc.signed
     audio_s = sum(len(c) for c in clips) / asr.RATE
     both = total.begin_errors + total.end_errors
     return {
@@ -193,8 +197,94 @@ def evaluate(
         "end_p90_ms": round(_pct(total.end_errors, 90)),
         "boundary_median_ms": round(_pct(both, 50)),
         "boundary_p90_ms": round(_pct(both, 90)),
+        "bias_ms": round(_pct(total.signed, 50)),
         "rtf": round(seconds / audio_s, 4),
         "noise_only_words": noise_words,
         "repetition_loops_cut": loops,
         "mean_words_per_clip": round(statistics.mean([len(c.truth) for c in cases]), 1),
     }
+
+
+# --------------------------------------------------------------------------- connected speech
+
+# Whole sentences synthesized as one utterance by festival, whose Word relation gives each word's
+# start and end (the segments it spans): connected speech, coarticulated, with the synthesizer's own
+# pauses, and word times exact by construction. Three voices; light noise and a room echo that
+# shifts no time (the direct sound is first and loudest).
+FESTIVAL_VOICES = ("kal_diphone", "ked_diphone", "cmu_us_slt_arctic_hts")
+CONNECTED_EN = (
+    "put the {color} {object} on the {place}",
+    "could you take this {object} over there please",
+    "move that {object} next to the {color} {object}",
+    "pick up the {object} and put it on the {place}",
+    "hand me the {color} {object} from the {place}",
+    "now place it right here beside the {object}",
+    "take the {object} off the {place} and give it to me",
+    "put this one there and that one here",
+)
+_SCHEME = """(voice_{voice})
+(set! utt (utt.synth (Utterance Text "{text}")))
+(utt.save.wave utt "{wav}" 'riff)
+(mapcar (lambda (w) (format t "%s %f %f\\n" (item.name w) (item.feat w "word_start") (item.feat w "word_end")))
+        (utt.relation.items utt 'Word))
+"""
+
+
+def festival_available(voice: str = "kal_diphone") -> bool:
+    import shutil
+
+    return shutil.which("festival") is not None
+
+
+def festival_utterance(text: str, voice: str) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """16 kHz audio of `text` spoken as one utterance, and each word's true begin and end (ms)."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    import soundfile as sf
+
+    with tempfile.TemporaryDirectory() as tmp:
+        wav = Path(tmp) / "u.wav"
+        script = Path(tmp) / "u.scm"
+        script.write_text(_SCHEME.format(voice=voice, text=text.replace('"', ""), wav=wav))
+        out = subprocess.run(["festival", "-b", str(script)], capture_output=True, text=True, check=True).stdout
+        audio, sr = sf.read(wav, dtype="float32")
+    words = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            words.append({"text": parts[0], "begin_time": round(float(parts[1]) * 1000),
+                          "end_time": round(float(parts[2]) * 1000)})
+    audio = synth._resample(audio if audio.ndim == 1 else audio.mean(axis=1), sr, asr.RATE)
+    return audio / max(1e-6, float(np.abs(audio).max())) * 0.6, words
+
+
+def _room(audio: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A small room: the direct sound, then a decaying diffuse tail from 5 ms (about -18 dB)."""
+    n = int(0.25 * asr.RATE)
+    t = np.arange(n) / asr.RATE
+    ir = rng.standard_normal(n) * np.exp(-t / 0.06) * 0.12
+    ir[: int(0.005 * asr.RATE)] = 0
+    ir[0] = 1.0
+    wet = np.convolve(audio, ir)[: len(audio)]
+    return (wet / max(1e-6, float(np.abs(wet).max())) * 0.6).astype(np.float32)
+
+
+def connected_case(seed: int, voice: str, noise_level: float = 0.004, echo: bool = True) -> Case:
+    """One held-out sentence in one festival voice, placed after 0.3-1.0 s of noise, with 0.5-1.0 s
+    after it; the truth shifted by the lead."""
+    rng = random.Random(seed)
+    template = rng.choice(CONNECTED_EN)
+    text = template.format(**{k: rng.choice(v) for k, v in EN_SLOTS.items()})
+    speech, words = festival_utterance(text, voice)
+    lead, tail = int(rng.uniform(0.3, 1.0) * asr.RATE), int(rng.uniform(0.5, 1.0) * asr.RATE)
+    audio = np.concatenate([np.zeros(lead, np.float32), speech, np.zeros(tail, np.float32)])
+    nrng = np.random.default_rng(seed)
+    if echo:
+        audio = _room(audio, nrng)
+    audio = (audio + noise_level * nrng.standard_normal(len(audio))).astype(np.float32)
+    shift = round(lead * 1000 / asr.RATE)
+    truth = [{"text": w["text"], "begin_time": w["begin_time"] + shift, "end_time": w["end_time"] + shift}
+             for w in words]
+    return Case("en", audio, truth, seed)

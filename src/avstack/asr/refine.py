@@ -76,3 +76,27 @@ def snap_to_regions(words: list[Word], regions: list[tuple[int, int]], reach_ms:
             new = Word(w.text, out[-1].end_ms, max(out[-1].end_ms, new.end_ms), w.prob)
         out.append(new)
     return out
+
+
+def bound_to_speech(words: list[Word], regions: list[tuple[int, int]]) -> list[Word]:
+    """No word edge in silence: an edge outside every voiced region moves to the edge of the
+    voiced speech the word overlaps. Whisper's alignment tiles the audio, so the first word of a
+    stretch starts where the VAD's padding starts (up to 400 ms before the speech) and a last word
+    runs on into the pause after it; the speech energy says where the talking is. Edges inside
+    continuous speech are left to Whisper (there the energy has no edge to offer)."""
+    if not regions:
+        return words
+
+    def inside(t: int) -> bool:
+        return any(a <= t <= b for a, b in regions)
+
+    out = []
+    for w in words:
+        over = [(a, b) for a, b in regions if a < w.end_ms and b > w.begin_ms]
+        if not over:
+            out.append(w)
+            continue
+        begin = w.begin_ms if inside(w.begin_ms) else max(w.begin_ms, over[0][0])
+        end = w.end_ms if inside(w.end_ms) else min(w.end_ms, over[-1][1])
+        out.append(Word(w.text, begin, max(begin, end), w.prob))
+    return out

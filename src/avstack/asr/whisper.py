@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .models import SAMPLED, SEED_LOCK, load_model, seeded_model
-from .refine import snap_to_regions, speech_present, voiced_regions
+from .refine import bound_to_speech, snap_to_regions, speech_present, voiced_regions
 from .runtime import runtime_of
 from .text import collapse_repeats, group_chinese, sanitize, to_simplified
 from .types import RATE, AsrSettings, Transcript, Word
@@ -56,7 +56,8 @@ def _finish(
     if removed:
         dropped.append(f"repetition loop: {removed} words")
     if s.refine:
-        words = snap_to_regions(words, voiced_regions(samples) if regions is None else regions)
+        regions = voiced_regions(samples) if regions is None else regions
+        words = bound_to_speech(snap_to_regions(words, regions), regions)
     return Transcript(s.model, language, tuple(words), s, tuple(dropped), runtime_of(s))
 
 
