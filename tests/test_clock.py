@@ -35,18 +35,11 @@ NAMES = [
     "mpegts.ts", "ntsc.mp4", "plain.mp4", "pts_offset.mp4", "rotated.mp4", "stereo_44k.mp4", "trimmed.mp4",
     "two_tracks.mkv", "vfr.mp4", "video_late.mp4", "vp9_opus.webm",
 ]
-TRIM_GAP = pytest.mark.xfail(
-    strict=True,
-    reason="known gap: in a stream-copied trim the first audio packet carries AAC priming that the edit list "
-    "hides; the clock starts at that packet, 9 ms before the first sample ffprobe presents",
-)
-
-
 def test_the_cases_are_all_built(built):
     assert sorted(built[1]) == NAMES
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=TRIM_GAP) if n == "trimmed.mp4" else n for n in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_the_flash_frame_is_at_its_presentation_time(built, name):
     root, truths = built
     flash_ms = truths[name].flash_ms

@@ -202,7 +202,13 @@ def _describe(
     vfr = bool(len(deltas) > 1 and (deltas.max() - deltas.min()) > 1)
     tail = Fraction(int(np.median(deltas))) * tb if len(deltas) else Fraction(0)
     v_start, v_last = Fraction(pts[0]) * tb, Fraction(pts[-1]) * tb
-    audio_span = scan.audio_span  # from the first packet, as ffprobe and a player start the file
+    audio_span = scan.audio_span
+    if audio is not None and audio_span is not None and _edit_listed(container) and audio.start_time is not None:
+        # ISO-BMFF: the edit list says where presentation starts (the demuxer's start_time, as
+        # ffprobe reports it); the first kept packet of a stream-copied trim still carries the
+        # encoder's priming before that. Elsewhere (Matroska, WebM, MPEG-TS) the first packet's
+        # time is the presentation time.
+        audio_span = (Fraction(audio.start_time) * (audio.time_base or 1), audio_span[1])
     spans = {"video": (v_start, v_last + tail)} | ({"audio": audio_span} if audio_span else {})
     origin = min(a for a, _ in spans.values())  # a player starts at the earliest stream
     end = max(b for _, b in spans.values())
@@ -244,6 +250,11 @@ def _describe(
         streams=streams,
     )
     return info, scan
+
+
+def _edit_listed(container: av.container.InputContainer) -> bool:
+    """A container whose edit lists the demuxer applies (MP4, MOV, M4V, 3GP)."""
+    return "mov" in container.format.name.split(",") or "mp4" in container.format.name.split(",")
 
 
 def clip_origin(info: ClipInfo) -> Fraction:
