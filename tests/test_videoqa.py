@@ -74,7 +74,8 @@ def test_answers_are_read_in_every_time_format():
 
 def test_adapters_read_each_public_shape_and_name_bad_rows(tmp_path):
     (tmp_path / "charades.txt").write_text(
-        "3MSZA 24.3 30.4##person turn a light on.\n3MSZA 1.0##no end\nAB12C 5 2##backwards\nAB12C 0 7.5##opens a door.\n"
+        "3MSZA 24.3 30.4##person turn a light on.\n3MSZA 1.0##no end\n"
+        "AB12C 5 2##backwards\nAB12C 0 7.5##opens a door.\n"
     )
     items, errors = load_questions(tmp_path / "charades.txt")
     assert [(i.video, i.spans, i.question) for i in items] == [
@@ -154,6 +155,10 @@ def test_adapters_read_each_public_shape_and_name_bad_rows(tmp_path):
         ("q3", "grounding", None, ((2.0, 4.0),)),
     ]
     assert [e.split(": ")[0].rsplit(":", 1)[1] for e in errors] == ["5", "6"]  # file:line of q4 and q5
+    # a video that is not there, and a span beyond the clip, name the line too
+    (tmp_path / "root").mkdir()
+    items, errors = load_questions(tmp_path / "own.csv", root=tmp_path / "root")
+    assert not items and errors[-1].startswith(f"{tmp_path / 'own.csv'}:4: item 'q3': video 'a.mp4' not found")
 
 
 # --------------------------------------------------------------------------- clips and questions

@@ -58,7 +58,7 @@ def prepare(
 
     s = PrepareSettings(anchors=parse_anchors(anchors), fps=fps, asr_model=asr_model, lang=lang, asr_mode=asr_mode)
     s = replace(s, **settings)
-    return run_prepare(data_root, out, s, workers, progress, all_layouts(), executor, ray_address, include)
+    return run_prepare(Path(data_root), Path(out), s, workers, progress, all_layouts(), executor, ray_address, include)
 
 
 class Prepared:

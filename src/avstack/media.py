@@ -718,7 +718,9 @@ def _tail(frame: av.AudioFrame, skip: int) -> av.AudioFrame:
     data = frame.to_ndarray()
     planar = frame.format.is_planar
     data = data[:, skip:] if planar else data[:, skip * len(frame.layout.channels) :]
-    out = av.AudioFrame.from_ndarray(np.ascontiguousarray(data), format=frame.format.name, layout=frame.layout.name)
+    out = av.AudioFrame.from_ndarray(
+        np.ascontiguousarray(data), format=frame.format.name, layout=frame.layout.name  # type: ignore[arg-type]
+    )
     out.sample_rate = frame.sample_rate
     return out
 

@@ -136,7 +136,7 @@ def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) ->
 
 def _write_frames(
     job: ClipJob, sampling: media.Sampling, s: PrepareSettings, out: Path, key: str
-) -> tuple[media.ClipInfo, str, list[dict[str, Any]]]:
+) -> tuple[media.ClipInfo, str, list[dict[str, Any]], list[dict[str, Any]]]:
     """Each frame is JPEG-encoded on a writer thread while the decoder goes on (OpenCV releases
     the GIL), at most IN_FLIGHT frames at a time, then dropped: bounded memory."""
     rel_dir = Path("frames") / key

@@ -115,8 +115,8 @@ def map_surviving(
             except BrokenProcessPool:
                 suspects = list(running.values())
         for item in suspects:
-            result, deaths = run_alone(fn, item, ctx, initializer, initargs)
-            yield result if result is not None else crashed(item, crash_message(deaths))
+            alone, deaths = run_alone(fn, item, ctx, initializer, initargs)
+            yield alone if alone is not None else crashed(item, crash_message(deaths))
 
 
 class AttemptLog:

@@ -115,7 +115,7 @@ def _whisper_class() -> Any:
     (then the words depend on the sampler's state, and the clip is decoded again, seeded)."""
     from faster_whisper import WhisperModel
 
-    class TrackedWhisper(WhisperModel):  # type: ignore[misc]
+    class TrackedWhisper(WhisperModel):
         def generate_with_fallback(self, *args: Any, **kwargs: Any) -> Any:
             result = super().generate_with_fallback(*args, **kwargs)
             if result[2] > 0:  # (result, avg_logprob, temperature, compression_ratio)

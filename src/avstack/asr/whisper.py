@@ -126,9 +126,9 @@ def transcribe_batch(
     dropped: dict[int, list[str]] = {k: [] for k in range(len(todo))}
     chunk_of = {int(starts[k] * 100): k for k in range(len(todo))}  # seek is the chunk offset in 10 ms frames
     for seg in segments:
-        k = chunk_of.get(seg.seek)
-        if k is None:
-            k = min(int(np.searchsorted(starts, seg.start + 1e-3, side="right")) - 1, len(todo) - 1)
+        found = chunk_of.get(seg.seek)
+        nearest = min(int(np.searchsorted(starts, seg.start + 1e-3, side="right")) - 1, len(todo) - 1)
+        k = found if found is not None else nearest
         words[k].extend(_segment_words(seg, float(starts[k]), dropped[k]))
     for k, i in enumerate(todo):
         out[i] = _finish(words[k], dropped[k], lang, clips[i], s)

@@ -37,6 +37,7 @@ class Item:
     spans: tuple[tuple[float, float], ...] = ()  # grounding: the true windows (one or more)
     subtitles: str | None = None  # an SRT/VTT file for the video, relative to the data root
     groups: dict[str, str] = field(default_factory=dict, compare=False)  # duration class, domain, ...
+    source: str = field(default="", compare=False)  # file:line it was read from (errors name it)
 
     @property
     def letters(self) -> list[str]:
@@ -117,7 +118,14 @@ def generic_item(row: dict[str, Any], where: str) -> Item:
     subtitles = row.get("subtitles") or None
     if subtitles is not None and not isinstance(subtitles, str):
         raise DataError(f"{where}: 'subtitles' must be a file name; found {subtitles!r:.60}")
-    common = {"id": item_id, "video": video, "question": question, "subtitles": subtitles, "groups": groups}
+    common: dict[str, Any] = {
+        "id": item_id,
+        "video": video,
+        "question": question,
+        "subtitles": subtitles,
+        "groups": groups,
+        "source": where,
+    }
     if row.get("answer_span") not in (None, ""):
         return Item(kind="grounding", spans=(_span(row["answer_span"], f"{where}: answer_span"),), **common)
     if row.get("options") not in (None, ""):
@@ -175,7 +183,16 @@ def charades_items(path: Path) -> tuple[list[Item], list[str]]:
             if not sep or len(parts) != 3 or not sentence.strip():
                 raise DataError(f"{where}: expected 'VIDEO_ID START END##SENTENCE'; found {line!r:.80}")
             span = _span(parts[1:], where)
-            items.append(Item(f"{parts[0]}#{lineno}", f"{parts[0]}.mp4", sentence.strip(), "grounding", spans=(span,)))
+            items.append(
+                Item(
+                    f"{parts[0]}#{lineno}",
+                    f"{parts[0]}.mp4",
+                    sentence.strip(),
+                    "grounding",
+                    spans=(span,),
+                    source=where,
+                )
+            )
         except DataError as exc:
             errors.append(str(exc))
     return items, errors
@@ -192,7 +209,8 @@ def qvhighlights_item(row: dict[str, Any], where: str) -> Item:
         raise DataError(f"{where}: relevant_windows must be a list of [start, end]; found {windows!r:.60}")
     spans = tuple(_span(w, f"{where}: relevant_windows") for w in windows)
     vid = _text(row.get("vid"), "vid", where)
-    return Item(str(row.get("qid")), f"{vid}.mp4", _text(row.get("query"), "query", where), "grounding", spans=spans)
+    query = _text(row.get("query"), "query", where)
+    return Item(str(row.get("qid")), f"{vid}.mp4", query, "grounding", spans=spans, source=where)
 
 
 def videomme_item(row: dict[str, Any], where: str, root: Path | None) -> Item:
@@ -265,15 +283,16 @@ def _checked(items: list[Item], errors: list[str], root: Path | None, path: Path
     seen: set[str] = set()
     kept = []
     for item in items:
+        where = item.source or str(path)
         if item.id in seen:
-            errors.append(f"{path}: item id {item.id!r} appears twice")
+            errors.append(f"{where}: item id {item.id!r} appears twice")
             continue
         seen.add(item.id)
         if ".." in Path(item.video).parts or Path(item.video).is_absolute():
-            errors.append(f"{path}: item {item.id!r}: video {item.video!r} leaves the data root")
+            errors.append(f"{where}: item {item.id!r}: video {item.video!r} leaves the data root")
             continue
         if root is not None and not (root / item.video).is_file():
-            errors.append(f"{path}: item {item.id!r}: video {item.video!r} not found under {root}")
+            errors.append(f"{where}: item {item.id!r}: video {item.video!r} not found under {root}")
             continue
         kept.append(item)
     return kept, errors

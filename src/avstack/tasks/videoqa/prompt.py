@@ -67,7 +67,7 @@ def build_request(
 ) -> Request:
     """The request for one question about one prepared clip under one stack."""
     prompts = prompt_set(str(prompt_dir) if prompt_dir else None)
-    frames = []
+    frames: list[dict[str, Any]] = []
     if stack.has("frames"):
         for k, f in enumerate(record.frames):
             frame_file(prepared_dir, f, record.clip_id)  # a manifest is input: its paths stay inside

@@ -52,7 +52,8 @@ def work_items(
                     None,
                     item.truth(),
                     record,
-                    error=f"input: span {list(item.spans[0])} s lies outside the clip ({rec.duration_ms} ms)",
+                    error=f"input: {item.source}: span {list(item.spans[0])} s lies outside the clip "
+                    f"({rec.duration_ms} ms)",
                 )
             )
             continue
