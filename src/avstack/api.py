@@ -191,6 +191,8 @@ def score(task: str, truth: PathLike, predictions: PathLike) -> dict[str, Any]:
     return result
 
 
+# the same list as avstack.__all__ (that one is read without importing this module;
+# tests/test_docs.py holds them equal)
 __all__ = [
     "ClipRecord",
     "Frame",
