@@ -241,17 +241,27 @@ def _invoke(*args: str) -> str:
     return res.output
 
 
-def test_oracle_is_perfect_and_chance_is_not(prepared_own, data, tmp_path):
-    _invoke(
+def _run_qa(prepared: Path, questions: Path, model: str, out: Path, *extra: str) -> str:
+    return _invoke(
         "run",
-        str(prepared_own),
+        str(prepared),
         "--task",
         "videoqa",
         "--questions",
-        str(data[1]),
+        str(questions),
         "--model",
-        "oracle",
+        model,
         "--out",
+        str(out),
+        *extra,
+    )
+
+
+def test_oracle_is_perfect_and_chance_is_not(prepared_own, data, tmp_path):
+    _run_qa(
+        prepared_own,
+        data[1],
+        "oracle",
         str(tmp_path / "oracle"),
     )
     result = json.loads((tmp_path / "oracle" / "score.json").read_text())
@@ -259,16 +269,10 @@ def test_oracle_is_perfect_and_chance_is_not(prepared_own, data, tmp_path):
     assert result["by_kind"]["grounding"]["miou"] == 100.0 and result["counts"]["items"] == 6
     per_item = (tmp_path / "oracle" / "per_item.csv").read_text().splitlines()
     assert per_item[0].startswith("item_id,kind,") and len(per_item) == 7
-    _invoke(
-        "run",
-        str(prepared_own),
-        "--task",
-        "videoqa",
-        "--questions",
-        str(data[1]),
-        "--model",
+    _run_qa(
+        prepared_own,
+        data[1],
         "chance",
-        "--out",
         str(tmp_path / "chance"),
     )
     chance = json.loads((tmp_path / "chance" / "score.json").read_text())
@@ -515,16 +519,10 @@ def test_view_puts_true_and_predicted_spans_on_the_clip_axis(prepared_own, data,
     runs = []
     for model in ("oracle", "chance"):
         runs.append(tmp_path / model)
-        _invoke(
-            "run",
-            str(prepared_own),
-            "--task",
-            "videoqa",
-            "--questions",
-            str(data[1]),
-            "--model",
+        _run_qa(
+            prepared_own,
+            data[1],
             model,
-            "--out",
             str(runs[-1]),
         )
     _invoke("view", str(prepared_own), *map(str, runs), "--out", str(tmp_path / "site"))
@@ -584,16 +582,10 @@ def test_own_prompts_and_the_report_command(prepared_own, data, tmp_path):
     assert lines["kitchen-when"]["system"] == "MY GROUNDING PROMPT"
     assert lines["kitchen-when"]["parts"][0]["text"] == "Q: When is the red square on screen? (grounding, 17 frames)"
     for model in ("oracle", "chance"):
-        _invoke(
-            "run",
-            str(prepared_own),
-            "--task",
-            "videoqa",
-            "--questions",
-            str(data[1]),
-            "--model",
+        _run_qa(
+            prepared_own,
+            data[1],
             model,
-            "--out",
             str(tmp_path / model),
         )
     summary = _invoke("report", str(tmp_path / "oracle"), str(tmp_path / "chance"), "--out", str(tmp_path / "rep"))

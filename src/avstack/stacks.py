@@ -43,6 +43,17 @@ class Stack:
     def has(self, anchor: str) -> bool:
         return anchor in self.anchors
 
+    def to_meta(self) -> dict[str, object]:
+        """The stack as a run's run.json records it."""
+        return {
+            "stack": self.name,
+            "variant": self.variant,
+            "anchors": sorted(self.anchors),
+            "dropped": list(self.dropped),
+            "ts_format": self.ts_format,
+            "word_ts_format": self.word_ts_format,
+        }
+
 
 def make_stack(
     variant: str = "full", drop: Iterable[str] = (), ts_format: str = "ms", word_ts_format: str = "json"

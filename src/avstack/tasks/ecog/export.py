@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ...io import DataError, atomic_stream, write_jsonl_atomic
-from ...manifest import ClipRecord, data_root_of, iter_manifest, load_manifest, manifest_shards
+from ...manifest import ClipRecord, data_root_of, iter_manifest, manifest_shards
 from ...messages import Request, Video, flat_prompt, render, to_openai
 from ...stacks import Stack
 from .prompt import EcogOptions
@@ -68,7 +68,7 @@ def export(
     record points outside the prepared folder stops the export (nothing is written) and is named."""
     if fmt not in FORMATS:
         raise ValueError(f"--to must be one of {', '.join(FORMATS)}, or features; found {fmt!r}")
-    require_ground_truth(prepared, load_manifest(prepared))  # no silent empty export
+    require_ground_truth(prepared, iter_manifest(prepared))  # no silent empty export
     out = Path(out)
     tmp = out / f".export-{uuid.uuid4().hex[:8]}"
     shard_fmt = "hf" if fmt == "lmms-eval" else fmt  # lmms-eval reads the Parquet shards

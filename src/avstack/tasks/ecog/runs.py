@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +60,15 @@ NO_ECOG = (
 )
 
 
-def require_ground_truth(prepared: str | Path, records: list[ClipRecord]) -> None:
-    """No silent zero: a prepared folder without one EcoG clip is refused, saying what to supply."""
-    if not any(usable(r) for r in records):
-        raise DataError(NO_ECOG.format(prepared=prepared, n=len(records)))
+def require_ground_truth(prepared: str | Path, records: Iterable[ClipRecord]) -> None:
+    """No silent zero: a prepared folder without one EcoG clip is refused, saying what to supply.
+    Stops at the first usable record, so a streamed manifest is read no further than needed."""
+    seen = 0
+    for r in records:
+        if usable(r):
+            return
+        seen += 1
+    raise DataError(NO_ECOG.format(prepared=prepared, n=seen))
 
 
 def request_or_problem(
@@ -106,16 +112,11 @@ def run(
     prepared = Path(prepared)
     meta = {
         "task": "ecog",
-        "stack": stack.name,
-        "variant": stack.variant,
-        "anchors": sorted(stack.anchors),
-        "dropped": list(stack.dropped),
+        **stack.to_meta(),
         "prompt_version": PROMPT_VERSION,
         "prepared": str(prepared.resolve()),
         "coord_order": options.coord_order,
         "asr_source": options.asr_source or "default",
-        "ts_format": stack.ts_format,
-        "word_ts_format": stack.word_ts_format,
         "prompt": prompt_record(options),
     }
     pairs, problems = requests_for(prepared, stack, options)

@@ -85,16 +85,11 @@ def run(
     by_id = {it.id: it for it, _ in pairs}
     meta = {
         "task": "videoqa",
-        "stack": stack.name,
-        "variant": stack.variant,
-        "anchors": sorted(stack.anchors),
-        "dropped": list(stack.dropped),
+        **stack.to_meta(),
         "prompt_version": PROMPT_VERSION,
         "prepared": str(prepared.resolve()),
         "questions": str(Path(questions).resolve()),
         "questions_format": fmt,
-        "ts_format": stack.ts_format,
-        "word_ts_format": stack.word_ts_format,
         "prompt": {
             "templates": str(prompt_dir or "builtin"),
             "sha256": prompt_set(str(prompt_dir) if prompt_dir else None).sha256,
