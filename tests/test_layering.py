@@ -53,3 +53,28 @@ def test_importing_the_core_loads_no_task():
     code += "print(sorted(m for m in sys.modules if m.startswith('avstack.tasks')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_light_layout_registry_is_the_tasks_own():
+    from avstack.tasks import all_layouts, all_tasks
+
+    assert all_layouts() == [layout for t in all_tasks() for layout in t.layouts]
+
+
+def test_a_frames_jobs_driver_loads_no_decoder_or_opencv(tmp_path):
+    """The driver discovers, schedules and writes the manifest; decoding happens in the workers,
+    so the driver's start-up stays short: PyAV, OpenCV, numpy and soundfile are never imported."""
+    from avstack import synth
+
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for i in range(2):
+        synth.write_clip(clips / f"c{i}.mp4", synth.ClipSpec(duration_s=1.0, fps=10))
+    code = (
+        "import sys; from avstack.api import prepare; "
+        f"r = prepare({str(clips)!r}, {str(tmp_path / 'out')!r}, anchors='frames', workers=2); "
+        "assert r.count == 2 and not r.failed, r.failed; "
+        "print(sorted(m for m in ('av', 'cv2', 'numpy', 'soundfile') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -156,6 +156,58 @@ def test_selective_decoding_is_bit_identical_to_the_sequential_pass(tmp_path, kw
     assert [(f.index, f.pts_ms) for f in a.frames] == [(f.index, f.pts_ms) for f in b.frames]
 
 
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"codec": "libx264"},
+        {"codec": "libx265"},  # open GOPs: split where no needed picture leads a GOP
+        {"codec": "libx264", "vfr": True},
+        {"codec": "libx265", "vfr": True},
+        {"codec": "libx264", "rotation": 90},
+        {"codec": "libx265", "bframes": False},
+    ],
+)
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_spans_decoded_side_by_side_give_the_sequential_frames(tmp_path, kw, threads):
+    """prepare's path: the plan split into independent spans, decoded on threads, each frame
+    consumed where it is decoded; the same frames, bit for bit, as one sequential pass."""
+    clip, _ = _clip(tmp_path, "c.mov" if kw.get("rotation") else "c.mp4", duration_s=4, gop=24, **kw)
+    seq = media.sample_frames(clip, fps=3, decode="sequential")
+    with media.FrameReader(clip, media.Sampling(fps=3)) as reader:
+        assert len(reader.spans()) >= 3  # 4 s in GOPs of 24 frames: several independent spans
+        got = reader.map_frames(lambda f: f, threads)
+    assert [(f.index, f.pts_ms) for f in got] == [(f.index, f.pts_ms) for f in seq.frames]
+    assert all(np.array_equal(a.image, b.image) for a, b in zip(got, seq.frames))
+
+
+def test_spans_skip_an_open_gops_unneeded_leading_pictures(tmp_path):
+    """HEVC promises that no trailing picture refers to one before its IRAP, so a span may start
+    at an open GOP whose leading pictures nobody needs: fewer frames decoded than one pass."""
+    clip, _ = _clip(tmp_path, "c.mp4", duration_s=4, gop=24, codec="libx265")
+    one_pass = media.sample_frames(clip, fps=2, decode="selective")
+    with media.FrameReader(clip, media.Sampling(fps=2)) as reader:
+        got = reader.map_frames(lambda f: f.pts_ms, 1)
+    assert got == [f.pts_ms for f in one_pass.frames]
+    assert reader.decoded < one_pass.decoded, (reader.decoded, one_pass.decoded)
+
+
+def test_a_seek_that_lands_early_is_walked_forward_and_one_past_the_span_refused(tmp_path, monkeypatch):
+    """A seek may land on an earlier keyframe (the packets before the span are passed over); one
+    that lands past the span's keyframe is never trusted: SelectiveDecodeError, which prepare
+    answers with one sequential pass."""
+    from avstack import spans
+
+    clip, _ = _clip(tmp_path, "c.mp4", duration_s=4, gop=24)
+    seq = media.sample_frames(clip, fps=3, decode="sequential")
+    monkeypatch.setattr(spans, "_seek_to", lambda container, stream, pts: container.seek(0))
+    with media.FrameReader(clip, media.Sampling(fps=3)) as reader:
+        assert [f.pts_ms for f in reader.map_frames(lambda f: f, 2)] == [f.pts_ms for f in seq.frames]
+    far = lambda container, stream, pts: container.seek(10**9, stream=stream, backward=True)  # noqa: E731
+    monkeypatch.setattr(spans, "_seek_to", far)
+    with media.FrameReader(clip, media.Sampling(fps=3)) as reader, pytest.raises(media.SelectiveDecodeError):
+        reader.map_frames(lambda f: f, 2)
+
+
 def test_selective_plan_skips_unreferenced_frames(tmp_path):
     """The plan must decode fewer frames than a full pass on a B-frame clip (else it buys nothing)."""
     clip, written = _clip(tmp_path, "c.mp4", duration_s=4, gop=60)

@@ -11,18 +11,31 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from . import media
-from .asr.types import AsrSettings, Transcript, Word
 from .io import Progress
 from .manifest import ClipRecord, FrameRef, frame_file, load_manifest
-from .media import Frame
-from .messages import Request
 from .preparation import PrepareReport, PrepareSettings, parse_anchors
-from .stacks import Stack, make_stack
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .asr.types import Transcript, Word
+    from .media import Frame
+    from .stacks import Stack
+
+# names whose modules load numpy, PyAV or the ASR stack: imported on first use, so a command that
+# needs none of them (the prepare driver of a frames job) starts without them
+_LAZY = {"Frame": "media", "Transcript": "asr.types", "Word": "asr.types", "Stack": "stacks"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(f".{_LAZY[name]}", __package__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 PathLike = str | os.PathLike[str]
 
@@ -116,8 +129,13 @@ def sample_frames(
     order. `Frame.pts_ms` is on the clip's one clock (time 0 where a player starts it; the audio
     track can start it, hence `audio_track`); `Frame.index` is its place among the presented frames
     (a label, not a time); `Frame.image` is RGB, upright."""
+    from . import media
+
     sample = media.sample_frames(
-        video, fps=fps, times_ms=tuple(times_ms) if times_ms is not None else None, max_side=max_side,
+        video,
+        fps=fps,
+        times_ms=tuple(times_ms) if times_ms is not None else None,
+        max_side=max_side,
         audio_track=audio_track,
     )
     return sample.frames
@@ -135,7 +153,10 @@ def transcribe(
     float32 samples, or from a media file's heard audio track placed on the clip's clock (so the
     times match `sample_frames`). `model`: tiny.en and base work offline; any faster-whisper name
     or folder. `language` auto detects (English for a .en model)."""
-    from .asr import language_setting
+    import numpy as np
+
+    from . import media
+    from .asr import AsrSettings, Transcript, language_setting
     from .asr import transcribe as run_asr
 
     settings = AsrSettings(model=model, device=device, language=language_setting(language, None, model), refine=refine)
@@ -154,6 +175,8 @@ def stack(
     """An input stack: `full` (frames + frame timestamps + word-timed ASR), `video` or `text`, less
     the cues in `drop` (frame_ts, word_ts, asr, frames), with frame times told as `ts_format` (ms,
     seconds, mmss, qwen, index, overlay) and word times as `word_ts_format` (json, srt, inline)."""
+    from .stacks import make_stack
+
     return make_stack(variant, drop, ts_format, word_ts_format)
 
 
@@ -171,6 +194,7 @@ def render(
     (contents), `hf` (chat template messages) or `neutral` (avstack's own request JSON). Images are
     file paths (`media_mode="path"`) or inline data URLs (`"data"`)."""
     from .manifest import data_root_of
+    from .messages import Request
     from .messages import render as render_request
     from .tasks.ecog.prompt import EcogOptions, build_request
 

@@ -19,9 +19,11 @@ from typing import Any, TypeVar
 import av
 import numpy as np
 
+from .limits import DEFAULT_MAX_PIXELS
+
 AUDIO_RATE = 16_000
-DEFAULT_MAX_PIXELS = 7680 * 4320  # 8K UHD: what one decoded frame may cost (about 100 MB as RGB)
 THREAD_TYPES = ("AUTO", "FRAME", "SLICE", "NONE")
+T = TypeVar("T")
 
 
 class MediaError(RuntimeError):
@@ -101,6 +103,7 @@ class PacketScan:
     reordered: bool  # decode order differs from presentation order (B-frames)
     complete: bool  # every non-empty packet had a pts and no pts repeats
     audio_span: tuple[Fraction, Fraction] | None = None  # (first pts, last pts + duration) in seconds
+    discarded: int = 0  # video packets an edit list hides (decoded as references, never shown)
 
 
 def pick_audio(container: av.container.InputContainer, track: int | None = None) -> Any:
@@ -123,11 +126,12 @@ def scan_packets(container: av.container.InputContainer, audio: Any = None) -> P
     """Video packets as presented (packets an edit list discards are not shown, so not counted),
     and the span of `audio`'s packets, in one demux pass."""
     stream = container.streams.video[0]
-    decode_order, missing = [], 0
+    decode_order, missing, discarded = [], 0, 0
     a_first: Fraction | None = None
     a_end: Fraction | None = None
     for p in container.demux(*([stream, audio] if audio is not None else [stream])):
         if p.size <= 0 or p.is_discard:
+            discarded += p.is_discard and p.stream.type == "video"
             continue
         if p.stream.type == "audio":
             if p.pts is not None and p.stream.time_base is not None:
@@ -148,6 +152,7 @@ def scan_packets(container: av.container.InputContainer, audio: Any = None) -> P
         reordered=in_decode != ordered,
         complete=missing == 0 and len(set(ordered)) == len(ordered),
         audio_span=(a_first, a_end) if a_first is not None and a_end is not None else None,
+        discarded=discarded,
     )
 
 
@@ -517,6 +522,7 @@ class FrameReader:
         self.info, self.frame_count = info, len(scan.pts)
         self._origin = clip_origin(info)
         self._all_pts = scan.pts
+        self._scan = scan
         self.damage: list[dict[str, Any]] = []
         self.plan = plan_frames(scan, self._origin, self._tb, s.targets(info), info.video_codec, s.decode)
         self.decode_path = f"{self.plan.path}: {self.plan.reason}"
@@ -560,8 +566,53 @@ class FrameReader:
                 f"{self.path}: selective decode returned {len(seen)} of {len(self.plan.needed)} planned frames"
             )
 
+    def spans(self) -> list[Any]:
+        """The independent spans a selective plan splits into (one: nothing to split;
+        avstack.spans says when a split is exact)."""
+        from .spans import Span, plan_spans
 
-T = TypeVar("T")
+        scan, plan = self._scan, self.plan
+        if plan.path != "selective" or scan.discarded:
+            return [Span(0, len(scan.decode_order))]
+        return plan_spans(scan.decode_order, plan.needed, self.info.video_codec == "hevc")
+
+    def map_frames(self, consume: Callable[[Frame], T], threads: int = 0) -> list[T]:
+        """consume(frame) for every frame the iteration yields, results in time order. Where the
+        plan splits, its spans are decoded on `threads` threads (0: one per core), side by side,
+        and consume runs on them (it must be thread-safe); else one decoder, with consume on a
+        second thread while it goes on. The frames are the same either way; spans decode fewer
+        (never an open GOP's unneeded leading pictures, nor the tail before them)."""
+        from . import spans
+
+        threads = threads or spans.cores()
+        parts = self.spans()
+        if len(parts) <= 1:
+            return _pipelined(iter(self), consume)
+
+        def make(index: int, rel: Fraction, frame: av.VideoFrame) -> Frame:
+            return _frame(index, rel, frame, self.info.rotation, self.sampling.max_side, self.pixel_format)
+
+        results, self.decoded = spans.decode_spans(
+            self.path, parts, self._scan.decode_order, self.plan, self._origin, make, consume, threads
+        )
+        return results
+
+
+def _pipelined(frames: Iterator[Frame], consume: Callable[[Frame], T], in_flight: int = 3) -> list[T]:
+    """consume() on a second thread while the next frames decode, at most `in_flight` frames
+    waiting: bounded memory (OpenCV and FFmpeg release the GIL)."""
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    results: list[T] = []
+    pending: deque[Future[T]] = deque()
+    with ThreadPoolExecutor(1) as worker:
+        for frame in frames:
+            pending.append(worker.submit(consume, frame))
+            while len(pending) >= in_flight:
+                results.append(pending.popleft().result())
+        results.extend(f.result() for f in pending)
+    return results
 
 
 def with_fallback(decode: Callable[[Sampling], T], sampling: Sampling) -> tuple[T, str | None]:
@@ -719,7 +770,9 @@ def _tail(frame: av.AudioFrame, skip: int) -> av.AudioFrame:
     planar = frame.format.is_planar
     data = data[:, skip:] if planar else data[:, skip * len(frame.layout.channels) :]
     out = av.AudioFrame.from_ndarray(
-        np.ascontiguousarray(data), format=frame.format.name, layout=frame.layout.name  # type: ignore[arg-type]
+        np.ascontiguousarray(data),
+        format=frame.format.name,
+        layout=frame.layout.name,  # type: ignore[arg-type]
     )
     out.sample_rate = frame.sample_rate
     return out

@@ -19,23 +19,25 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import soundfile as sf
-
-from . import __version__, media
+from . import __version__
 from .discover import VIDEO_SUFFIXES, ClipJob, Layout, discover_all
-from .images import write_jpeg
 from .io import DataError, Progress, read_json, sha256_file, write_json_atomic, write_wav_float
+from .limits import DEFAULT_MAX_PIXELS
 from .manifest import PREPARED_FORMAT as FORMAT  # 2: one clock per clip (streams, damage); older folders refused
 from .manifest import ClipRecord, FrameRef, ManifestWriter
-from .media import DEFAULT_MAX_PIXELS
 from .survive import map_surviving
+
+if TYPE_CHECKING:
+    from . import media
+
+# media (PyAV, numpy), images (OpenCV) and soundfile are imported by the stages that use them, in
+# the workers: the driver of a frames job never loads them, so its start-up stays short
 
 ANCHORS = ("frames", "audio", "asr")
 ASR_MODES = ("auto", "single", "packed", "batched")
 CACHE_VERSION = 2  # 2: frames and audio on the clip's one clock (the earliest stream start)
-IN_FLIGHT = 3  # frames encoded or waiting on the JPEG writer
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,8 @@ def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) ->
     """Sample frames; cached under frames/<key>/ with a JSON index written last. A clip that
     fails part-way leaves no frames behind (the folder is removed), so nothing half-done is
     ever read."""
+    from . import media
+
     key = s.frame_key(video_sha)
     index_path = out / "cache" / "frames" / f"{key}.json"
     cached = read_json(index_path)
@@ -137,20 +141,21 @@ def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) ->
 def _write_frames(
     job: ClipJob, sampling: media.Sampling, s: PrepareSettings, out: Path, key: str
 ) -> tuple[media.ClipInfo, str, list[dict[str, Any]], list[dict[str, Any]]]:
-    """Each frame is JPEG-encoded on a writer thread while the decoder goes on (OpenCV releases
-    the GIL), at most IN_FLIGHT frames at a time, then dropped: bounded memory."""
+    """Each frame is JPEG-encoded and written as it comes out of the decoder (on the decoding
+    threads, or on a writer thread beside one decoder: OpenCV releases the GIL), then dropped:
+    bounded memory."""
+    from . import media
+    from .images import write_jpeg
+
     rel_dir = Path("frames") / key
-    frames = []
-    pending: deque[Future[None]] = deque()
-    with media.FrameReader(job.path, sampling, pixel_format="bgr24") as reader, ThreadPoolExecutor(1) as writer:
-        for frame in reader:
-            rel = rel_dir / f"{frame.index:06d}.jpg"
-            pending.append(writer.submit(write_jpeg, out / rel, frame.image, s.jpeg_quality, None, "bgr"))
-            frames.append({"index": frame.index, "pts_ms": frame.pts_ms, "path": rel.as_posix()})
-            while len(pending) >= IN_FLIGHT:
-                pending.popleft().result()
-        for f in pending:
-            f.result()
+
+    def write(frame: media.Frame) -> dict[str, Any]:
+        rel = rel_dir / f"{frame.index:06d}.jpg"
+        write_jpeg(out / rel, frame.image, s.jpeg_quality, None, "bgr")
+        return {"index": frame.index, "pts_ms": frame.pts_ms, "path": rel.as_posix()}
+
+    with media.FrameReader(job.path, sampling, pixel_format="bgr24") as reader:
+        frames = reader.map_frames(write, sampling.threads)
         return reader.info, reader.decode_path, frames, reader.damage
 
 
@@ -170,6 +175,8 @@ def audio_stage(
         return None
     # streamed: a 2 h clip never sits in memory (the WAV's bytes depend on the samples only)
     damage: list[dict[str, Any]] = []
+    from . import media
+
     origin = media.origin_of(info["streams"])
     chunks = media.iter_audio(job.path, media.AUDIO_RATE, s.audio_track, origin, damage)
     n, sha = write_wav_float(out / rel, chunks, media.AUDIO_RATE)
@@ -224,6 +231,8 @@ def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path
     cached = read_json(path)
     if cached is not None:
         return cached
+    import soundfile as sf
+
     samples, _ = sf.read(out / audio["path"], dtype="float32")
     result = asr.transcribe(samples, settings).to_ecog()
     write_json_atomic(path, result)
@@ -301,6 +310,8 @@ class AsrFeeder:
                 self.emit(replace(rec, asr=c))
             return
         try:
+            import soundfile as sf
+
             clips = [sf.read(self.out / (rec.audio or {})["path"], dtype="float32")[0] for rec in items]
             if self.mode == "batched":
                 results = asr.transcribe_batch(clips, settings, batch_size=self.s.asr_batch)

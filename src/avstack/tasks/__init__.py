@@ -25,6 +25,10 @@ REGISTRY: dict[str, str] = {  # task name -> module holding its TASK
     "egogap": "avstack.tasks.egogap.task",
     "videoqa": "avstack.tasks.videoqa.task",
 }
+# the folder layouts `prepare` recognises, by module and name: importing a layout must not import
+# its whole task (a frames job's driver would load OpenCV, numpy and the back-ends for nothing);
+# tests/test_layering.py holds this equal to the tasks' own `layouts`
+LAYOUTS: tuple[tuple[str, str], ...] = (("avstack.tasks.ecog.layout", "ecog_layout"),)
 
 
 @dataclass(frozen=True)
@@ -95,4 +99,4 @@ def backend_for(task: str, spec: str, **options: Any) -> Backend:
 
 
 def all_layouts() -> list[Layout]:
-    return [layout for t in all_tasks() for layout in t.layouts]
+    return [getattr(importlib.import_module(module), name) for module, name in LAYOUTS]
