@@ -56,6 +56,11 @@ def main() -> None:
     ap.add_argument("--layout", default="mixed", help="mixed, folders (--clips per template) or same:K")
     ap.add_argument("--speech", default="words", help="words (synthesized one by one) or connected (festival)")
     ap.add_argument("--voices", default=",".join(asr_eval.FESTIVAL_VOICES), help="festival voices (--speech connected)")
+    ap.add_argument(
+        "--modes",
+        default="single:raw:5,single:refined:5,packed:refined:5",
+        help="comma list of MODE:EDGES:BEAM (single|packed, raw|refined, beam size)",
+    )
     args = ap.parse_args()
     rows = []
     for spec in args.runs.split(","):
@@ -64,16 +69,21 @@ def main() -> None:
             cases, folders = connected_cases(args.clips, args.voices.split(","))
         else:
             cases, folders = layout_cases(lang, args.layout, args.clips)
-        for mode, refine in (("single", False), ("single", True), ("packed", True)):
-            settings = asr.AsrSettings(model=model, device=args.device, language=lang, refine=refine)
+        for run in args.modes.split(","):
+            mode, edges, beam = run.split(":")
+            refine = edges == "refined"
+            settings = asr.AsrSettings(
+                model=model, device=args.device, language=lang, refine=refine, beam_size=int(beam)
+            )
             order = asr.interleave(folders) if mode == "packed" else range(len(cases))
             row = asr_eval.evaluate([cases[i] for i in order], settings, mode=mode)
             row["device"] = " ".join(asr.pick_device(args.device))
+            row["beam"] = int(beam)
             row["layout"] = args.layout if args.speech == "words" else "connected"
             rows.append(row)
             print(json.dumps(row), flush=True)
     cols = [
-        "lang", "model", "device", "mode", "refine", "layout", "clips", "words", "recognized_pct",
+        "lang", "model", "device", "mode", "beam", "refine", "layout", "clips", "words", "recognized_pct",
         "begin_median_ms", "begin_p90_ms", "end_median_ms", "end_p90_ms", "boundary_median_ms", "boundary_p90_ms",
         "bias_ms",
         "rtf", "noise_only_words",

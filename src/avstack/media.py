@@ -770,9 +770,9 @@ def _tail(frame: av.AudioFrame, skip: int) -> av.AudioFrame:
     planar = frame.format.is_planar
     data = data[:, skip:] if planar else data[:, skip * len(frame.layout.channels) :]
     out = av.AudioFrame.from_ndarray(
-        np.ascontiguousarray(data),
+        np.ascontiguousarray(data),  # type: ignore[arg-type]
         format=frame.format.name,
-        layout=frame.layout.name,  # type: ignore[arg-type]
+        layout=frame.layout.name,
     )
     out.sample_rate = frame.sample_rate
     return out

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from . import __version__
 from .discover import VIDEO_SUFFIXES, ClipJob, Layout, discover_all
 from .io import DataError, Progress, read_json, sha256_file, write_json_atomic, write_wav_float
+from .jobplan import JobPlan, cores, plan_job
 from .limits import DEFAULT_MAX_PIXELS
 from .manifest import PREPARED_FORMAT as FORMAT  # 2: one clock per clip (streams, damage); older folders refused
 from .manifest import ClipRecord, FrameRef, ManifestWriter
@@ -255,7 +256,17 @@ class AsrFeeder:
         self.jobs = {j.clip_id: j for j in jobs}
         self.arrived: dict[str, ClipRecord] = {}
         self.pending: dict[Any, list[ClipRecord]] = {}
-        self.pool = ThreadPoolExecutor(1)
+        self.samples: dict[str, Any] = {}  # packed: a waiting clip's audio, read once
+        self.seconds: dict[str, float] = {}  # packed: what it takes of a window
+        # packs side by side, one per core (each transcription keeps its fixed threads, so the
+        # words do not move); a GPU batch takes the device alone
+        parallel = 1 if mode == "batched" else cores()
+        if parallel > 1:
+            from .asr.models import set_replicas
+
+            set_replicas(parallel)
+        self.pool = ThreadPoolExecutor(parallel)
+        self.parallel = parallel
         self.futures: list[Future[None]] = []
 
     def add(self, rec: ClipRecord) -> None:
@@ -272,30 +283,59 @@ class AsrFeeder:
             self.emit(replace(rec, asr=_no_audio_asr(self.s)))
             return
         settings = _asr_settings(job, self.s)
-        items = self.pending.setdefault(settings, [])
-        items.append(rec)
-        ready = self._ready(items)
-        if ready:
-            self.pending[settings] = items[ready:]
+        if self.mode == "packed":  # packs are planned on each clip's speech span: read it now
+            import soundfile as sf
+
+            from . import asr
+
+            try:
+                samples = sf.read(self.out / rec.audio["path"], dtype="float32")[0]
+            except Exception as exc:  # this clip fails; the rest go on
+                self.emit(rec.failed(exc))
+                return
+            self.samples[rec.clip_id] = samples
+            self.seconds[rec.clip_id] = asr.packed_seconds(samples)
+        items = [*self.pending.get(settings, []), rec]
+        while ready := self._ready(items):  # one group at a time: the same groups on every run
             self.futures.append(self.pool.submit(self._run, settings, items[:ready]))
+            items = items[ready:]
+        self.pending[settings] = items
 
     def _ready(self, items: list[ClipRecord]) -> int:
-        """How many of the waiting clips make full groups."""
+        """How many of the waiting clips make the next full group: a batch, or a pack that the
+        next clip could not join."""
         from . import asr
 
         if self.mode == "batched":
-            return len(items) if len(items) >= self.s.asr_batch else 0
-        packs = asr.plan_packs([(rec.audio or {})["duration_ms"] / 1000 for rec in items])
-        return len(items) - len(packs[-1]) if len(packs) > 1 else 0
+            return self.s.asr_batch if len(items) >= self.s.asr_batch else 0
+        packs = asr.plan_packs([self.seconds[rec.clip_id] for rec in items])
+        return len(packs[0]) if len(packs) > 1 else 0
 
     def finish(self) -> None:
         for settings, items in self.pending.items():
-            if items:
-                self.futures.append(self.pool.submit(self._run, settings, items))
+            for group in self._last_groups(items):
+                self.futures.append(self.pool.submit(self._run, settings, group))
         self.pending = {}
         for f in self.futures:
             f.result()
         self.pool.shutdown()
+
+    def _last_groups(self, items: list[ClipRecord]) -> list[list[ClipRecord]]:
+        """The clips left at the end (one pack that never filled): split into as many smaller packs
+        as there are threads, so the job's tail runs on every core instead of one. The split
+        depends only on the clips (their order and speech spans), so it is the same on every run."""
+        parts = min(self.parallel, len(items)) if self.mode == "packed" else 1
+        if parts <= 1:
+            return [items] if items else []
+        total = sum(self.seconds[rec.clip_id] for rec in items)
+        groups: list[list[ClipRecord]] = [[]]
+        used = 0.0
+        for rec in items:
+            if groups[-1] and used >= total * len(groups) / parts:
+                groups.append([])
+            groups[-1].append(rec)
+            used += self.seconds[rec.clip_id]
+        return groups
 
     def _run(self, settings: Any, items: list[ClipRecord]) -> None:
         """One group (a batch, or the clips of one or more packs): a clip's words in it depend on
@@ -305,6 +345,7 @@ class AsrFeeder:
         group = _key([(rec.audio or {})["sha256"] for rec in items])
         paths = [_asr_cache(rec.audio or {}, settings, self.out, self.mode, group) for rec in items]
         cached = [read_json(p) for p in paths]
+        waiting = [self.samples.pop(rec.clip_id, None) for rec in items]
         if all(c is not None for c in cached):
             for rec, c in zip(items, cached):
                 self.emit(replace(rec, asr=c))
@@ -312,7 +353,10 @@ class AsrFeeder:
         try:
             import soundfile as sf
 
-            clips = [sf.read(self.out / (rec.audio or {})["path"], dtype="float32")[0] for rec in items]
+            clips = [
+                w if w is not None else sf.read(self.out / (rec.audio or {})["path"], dtype="float32")[0]
+                for rec, w in zip(items, waiting)
+            ]
             if self.mode == "batched":
                 results = asr.transcribe_batch(clips, settings, batch_size=self.s.asr_batch)
             else:
@@ -426,10 +470,6 @@ class PrepareReport:
         return load_manifest(self.manifest.parent)
 
 
-def _default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-
-
 EXECUTORS = ("local", "ray")
 
 
@@ -459,11 +499,16 @@ def prepare(
             f"no clips found under {data_root}: no task folder layout (EcoG's 指令N folders) and no video "
             f"files ({', '.join(VIDEO_SUFFIXES)})"
         )
-    if executor == "local":
-        workers = min(workers or _default_workers(), max(1, len(jobs)))
-        if workers > 1 and s.threads == 0:
-            # workers share the cores: oversubscribed decoder and ASR threads only contend
-            s = replace(s, threads=max(1, _default_workers() // workers))
+    plan = plan_job(
+        [Path(j.path) for j in jobs],
+        workers if executor == "local" else 1,
+        s.threads,
+        s.asr_mode,
+        "asr" in s.anchors,
+        "asr" in s.anchors and s.asr_mode == "auto" and _asr_on_gpu(s),
+        local=executor == "local",
+    )
+    workers, s = plan.workers, replace(s, threads=plan.threads, asr_mode=plan.asr_mode)
     mode = asr_mode(s)
     if mode != "single":  # decoded in the order ASR takes them, so packs fill while decoding goes on
         jobs = asr_order(jobs, mode)
@@ -490,8 +535,14 @@ def prepare(
             feeder.add(rec)
         feeder.finish()
     manifest = writer.finish()
-    _write_prepare_json(out, data_root, s, writer.count, len(writer.failed), executor)
+    _write_prepare_json(out, data_root, s, writer.count, len(writer.failed), executor, plan)
     return PrepareReport(manifest, writer.count, writer.cache_hits, writer.failed, skipped)
+
+
+def _asr_on_gpu(s: PrepareSettings) -> bool:
+    from . import asr
+
+    return asr.pick_device(s.asr_device)[0] == "cuda"
 
 
 def _ray_gpus(address: str | None) -> int:
@@ -530,7 +581,7 @@ def _init_worker(parent_pid: int) -> None:
 
 
 def _write_prepare_json(
-    out: Path, data_root: str | Path, s: PrepareSettings, clips: int, failed: int, executor: str
+    out: Path, data_root: str | Path, s: PrepareSettings, clips: int, failed: int, executor: str, plan: JobPlan
 ) -> None:
     meta = {
         "format": FORMAT,
@@ -539,5 +590,6 @@ def _write_prepare_json(
         "settings": asdict(s),
         "clips": clips,
         "failed": failed,
+        "plan": plan.to_json(),  # what was chosen for this job, and why (avstack.jobplan)
     }
     write_json_atomic(out / "prepare.json", meta | ({"executor": executor} if executor != "local" else {}))

@@ -100,8 +100,8 @@ def decode_span(
             nonlocal decoded
             for frame in frames:
                 decoded += 1
-                index = plan.needed.get(frame.pts)
-                if index is not None:
+                index = None if frame.pts is None else plan.needed.get(frame.pts)
+                if index is not None and frame.pts is not None:
                     out.append((index, consume(make_frame(index, Fraction(frame.pts) * tb - origin, frame))))
 
         for packet in container.demux(stream):

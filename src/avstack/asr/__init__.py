@@ -6,7 +6,7 @@ a file) · packing: several short clips in one window · types: settings, words,
 """
 
 from .models import BUNDLED, load_model, pick_device, resolve_model
-from .packing import PACK_GAP_S, PACK_WINDOW_S, _clips_of, interleave, plan_packs, transcribe_packed
+from .packing import PACK_GAP_S, PACK_WINDOW_S, _clips_of, interleave, packed_seconds, plan_packs, transcribe_packed
 from .refine import refine_edges, snap_to_regions, speech_present, voiced_regions
 from .runtime import runtime_of
 from .text import clean_token, collapse_repeats, group_chinese, is_punctuation, sanitize, to_simplified
@@ -28,6 +28,7 @@ __all__ = [
     "collapse_repeats",
     "group_chinese",
     "interleave",
+    "packed_seconds",
     "is_punctuation",
     "language_setting",
     "load_model",

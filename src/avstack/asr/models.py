@@ -106,6 +106,19 @@ def seeded_model(name: str, device: str, threads: int, seed: int) -> Any:
     return _whisper_class()(resolve_model(name), device=dev, compute_type=compute, cpu_threads=threads)
 
 
+_REPLICAS = [1]  # model replicas in this process: transcriptions that may run at once
+
+
+def set_replicas(n: int) -> None:
+    """Let `n` transcriptions run at once in this process (prepare's ASR feeder, one pack per
+    core). Each still uses its own fixed `threads`, so the words are the same."""
+    _REPLICAS[0] = max(1, n)
+
+
+def replicas() -> int:
+    return _REPLICAS[0]
+
+
 SAMPLED = threading.local()  # .flag: the last decode on this thread kept a sampled (T > 0) result
 
 

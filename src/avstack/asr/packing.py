@@ -64,7 +64,10 @@ def transcribe_packed(
             out[i] = transcribe(clips[i], s)
         return [t for t in out if t is not None]
     gap = np.zeros(int(PACK_GAP_S * RATE), np.float32)
-    for pack in plan_packs([len(clips[i]) / RATE for i in todo], window_s, PACK_GAP_S):
+    voiced = {i: voiced_regions(clips[i]) for i in todo}
+    # packs are planned on what each clip takes of the window (prepare's feeder plans the same)
+    kept = {i: speech_span(len(clips[i]), voiced[i]) for i in todo}
+    for pack in plan_packs([(kept[i][1] - kept[i][0]) / RATE for i in todo], window_s, PACK_GAP_S):
         members = [todo[k] for k in pack]
         if len(members) == 1:
             out[members[0]] = transcribe(clips[members[0]], s)
@@ -73,17 +76,19 @@ def transcribe_packed(
         # a pack is composed the same way on every run (prepare.asr_order), so its offsets need no
         # grid: its clips' words depend on the whole pack anyway (cached per pack)
         for i in members:
+            a, b = kept[i]
             starts.append(t)
-            pieces += [clips[i].astype(np.float32), gap]
-            t += len(clips[i]) + len(gap)
+            pieces += [clips[i][a:b].astype(np.float32), gap]
+            t += b - a + len(gap)
         segments, dropped, _ = _transcribe_words(np.concatenate(pieces[:-1]), s, lang, packed=True)
-        bounds = [(b * 1000 // RATE, (b + len(clips[i])) * 1000 // RATE) for b, i in zip(starts, members)]
-        voiced = {i: voiced_regions(clips[i]) for i in members}
-        regions = [(lo + a, lo + b, k) for k, (lo, _) in enumerate(bounds) for a, b in voiced[members[k]]]
+        bounds = [(t0 * 1000 // RATE, (t0 + kept[i][1] - kept[i][0]) * 1000 // RATE) for t0, i in zip(starts, members)]
+        # a clip's time 0 on the pack's timeline (its kept span starts kept[i][0] samples in)
+        zero = [lo - kept[i][0] * 1000 // RATE for (lo, _), i in zip(bounds, members)]
+        regions = [(z + a, z + b, k) for k, z in enumerate(zero) for a, b in voiced[members[k]]]
         per_clip: dict[int, list[Word]] = {i: [] for i in members}
         for seg in segments:
             for k, w in zip(_clips_of(seg, bounds, regions), seg):
-                per_clip[members[k]].append(Word(w.text, w.begin_ms - bounds[k][0], w.end_ms - bounds[k][0], w.prob))
+                per_clip[members[k]].append(Word(w.text, w.begin_ms - zero[k], w.end_ms - zero[k], w.prob))
         note = f"packed: {len(members)} clips in one window"
         for i in members:
             mine = [*dropped, note]
@@ -92,6 +97,25 @@ def transcribe_packed(
                 per_clip[i] = []
             out[i] = _finish(per_clip[i], mine, lang, clips[i], s, voiced[i])
     return [t for t in out if t is not None]
+
+
+SPEECH_MARGIN_S = 0.5  # kept around a clip's voiced speech when packed: soft onsets and tails
+
+
+def speech_span(n: int, regions: list[tuple[int, int]], margin_s: float = SPEECH_MARGIN_S) -> tuple[int, int]:
+    """The samples of a clip a pack carries: from its first voiced region to its last, with a
+    margin (the whole clip when nothing is voiced). The silence before and after is padding
+    Whisper would pay for in the window and a place for its times to slip into."""
+    if not regions:
+        return 0, n
+    margin = int(margin_s * RATE)
+    return max(0, regions[0][0] * RATE // 1000 - margin), min(n, regions[-1][1] * RATE // 1000 + margin)
+
+
+def packed_seconds(samples: np.ndarray) -> float:
+    """How much of a pack's window this clip takes (its speech span, see speech_span)."""
+    a, b = speech_span(len(samples), voiced_regions(samples))
+    return (b - a) / RATE
 
 
 def _clips_of(

@@ -100,3 +100,60 @@ def bound_to_speech(words: list[Word], regions: list[tuple[int, int]]) -> list[W
         end = w.end_ms if inside(w.end_ms) else min(w.end_ms, over[-1][1])
         out.append(Word(w.text, begin, max(begin, end), w.prob))
     return out
+
+
+def _letters(w: Word) -> int:
+    return max(1, sum(ch.isalnum() for ch in w.text))
+
+
+def _share(words: list[Word], begin: int, end: int) -> list[Word]:
+    """`words` laid over [begin, end] in order, each a share as long as its letters: where the
+    alignment has no time to offer, a word's length in letters stands for its length in phones."""
+    total = sum(_letters(w) for w in words)
+    out, t = [], float(begin)
+    for w in words:
+        nxt = t + (end - begin) * _letters(w) / total
+        out.append(Word(w.text, round(t), round(nxt), w.prob))
+        t = nxt
+    return out
+
+
+def pull_into_speech(words: list[Word], regions: list[tuple[int, int]]) -> list[Word]:
+    """Words lying wholly in silence go back into the speech next to them. In a pack, Whisper's
+    segment end can run into the pause after a clip, and the alignment spreads the clip's last
+    words over that pause (a second or more after the talking stopped): the words are right, their
+    times are not. A run of such words joins the nearest voiced region; with the word already at
+    that edge of the region they share the stretch from where that word begins to the region's
+    edge, in order (or the whole region when no word has it)."""
+    if not regions or not words:
+        return words
+
+    def speaking(w: Word) -> bool:
+        return any(a < w.end_ms and b > w.begin_ms for a, b in regions)
+
+    out = list(words)
+    i = 0
+    while i < len(out):
+        if speaking(out[i]):
+            i += 1
+            continue
+        j = i
+        while j < len(out) and not speaking(out[j]):
+            j += 1
+        before = [r for r in regions if r[1] <= out[i].begin_ms]
+        after = [r for r in regions if r[0] >= out[j - 1].end_ms]
+        gap_before = out[i].begin_ms - before[-1][1] if before else None
+        gap_after = after[0][0] - out[j - 1].end_ms if after else None
+        if gap_before is not None and (gap_after is None or gap_before <= gap_after):
+            a, b = before[-1]
+            k = i - 1 if i > 0 and out[i - 1].end_ms > a else i  # the word already at that edge
+            start = max(a, out[k].begin_ms) if k < i else a
+            out[k:j] = _share(out[k:j], start, b)
+        elif gap_after is not None:
+            a, b = after[0]
+            k = j + 1 if j < len(out) and out[j].begin_ms < b else j
+            end = min(b, out[k - 1].end_ms) if k > j else b
+            out[i:k] = _share(out[i:k], a, end)
+            j = k
+        i = j
+    return out

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .models import SAMPLED, SEED_LOCK, load_model, seeded_model
-from .refine import bound_to_speech, snap_to_regions, speech_present, voiced_regions
+from .models import SAMPLED, SEED_LOCK, load_model, replicas, seeded_model
+from .refine import bound_to_speech, pull_into_speech, snap_to_regions, speech_present, voiced_regions
 from .runtime import runtime_of
 from .text import collapse_repeats, group_chinese, sanitize, to_simplified
 from .types import RATE, AsrSettings, Transcript, Word
@@ -57,7 +57,7 @@ def _finish(
         dropped.append(f"repetition loop: {removed} words")
     if s.refine:
         regions = voiced_regions(samples) if regions is None else regions
-        words = bound_to_speech(snap_to_regions(words, regions), regions)
+        words = bound_to_speech(pull_into_speech(snap_to_regions(words, regions), regions), regions)
     return Transcript(s.model, language, tuple(words), s, tuple(dropped), runtime_of(s))
 
 
@@ -168,11 +168,14 @@ def _transcribe_words(
         # in a pack the VAD would cut the pauses that keep the clips apart
         vad_filter=s.vad and not packed,
         condition_on_previous_text=False,
-        temperature=[0.0, 0.2, 0.4],
-        # clips saying the same thing compress well together: no resampling for that in a pack
+        # no temperature fallback in a pack: its test (the mean log-prob of a window holding
+        # several clips) judges them together, so one hard clip would resample the whole window
+        # at twice its cost and put every clip of the pack on the sampler; the per-clip guards
+        # (no-speech segments, repetition) still apply
+        temperature=[0.0] if packed else [0.0, 0.2, 0.4],
         compression_ratio_threshold=None if packed else REPETITIVE,
     )
-    segments, info, sampled = _decode(load_model(s.model, s.device, s.threads), samples, options)
+    segments, info, sampled = _decode(load_model(s.model, s.device, s.threads, replicas()), samples, options)
     if sampled:
         # the fallback sampled: decoded again from a seed of this audio alone, so the words do not
         # depend on what this process (or thread, or worker) transcribed before

@@ -1,0 +1,156 @@
+"""`prepare --anchors full` on many short spoken clips: throughput and word timing, per configuration.
+
+24 clips of 4-8 s (640x360 camera-like video by default, `--size`; half of them connected speech spoken whole by
+festival, half word-by-word espeak-ng instructions; held-out seeds), each a whole CLI process with
+a cold cache, configurations alternating within each round. The words each run wrote into its
+manifest are scored against the synthesizer's word times (recognition, edge errors), so a faster
+configuration is only worth having when its words are as good.
+
+    python benchmarks/short_full.py --rounds 2 --before e2f88f0   # also avstack as of that commit
+
+`--before REV` runs avstack as it was at a git revision (its default configuration), in the same
+rounds: the baseline "today's default" of a change, measured rather than remembered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+from avstack import asr, asr_eval
+from avstack.manifest import load_manifest
+
+SEED = 90_000  # held out: never used while choosing defaults
+
+
+def make_clips(root: Path, n: int, size: str = "640x360") -> dict[str, list[dict[str, Any]]]:
+    """n spoken clips (4-8 s) into root; the true words of each, by file name."""
+    root.mkdir(parents=True, exist_ok=True)
+    voices = [v for v in asr_eval.FESTIVAL_VOICES if asr_eval.festival_available(v)]
+    truths = {}
+    for i in range(n):
+        seed = SEED + i
+        if voices and i % 2 == 0:
+            case = asr_eval.connected_case(seed, voices[(i // 2) % len(voices)])
+        else:
+            case = asr_eval.make_case("en", seed)
+        rng = random.Random(seed)
+        total = int(rng.uniform(4.0, 8.0) * asr.RATE)
+        audio = case.audio[:total]
+        if len(audio) < total:  # a quiet room after the speech
+            tail = 0.004 * np.random.default_rng(seed).standard_normal(total - len(audio))
+            audio = np.concatenate([audio, tail.astype(np.float32)])
+        wav = root / f"s{i:02d}.wav"
+        sf.write(wav, audio, asr.RATE)
+        name = f"c{i:02d}.mp4"
+        cmd = ["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc2=size={size}:rate=30:d={total / asr.RATE}"]
+        cmd += ["-i", str(wav), "-c:a", "aac", "-shortest", "-vf", f"noise=alls=8:allf=t:all_seed={i}"]
+        cmd += ["-c:v", "libx264", "-preset", "veryfast", "-bf", "2", "-g", "30", "-pix_fmt", "yuv420p"]
+        cmd += [str(root / name)]
+        subprocess.run(cmd, check=True)
+        wav.unlink()
+        truths[name] = [w for w in case.truth if w["end_time"] <= total * 1000 // asr.RATE]
+    return truths
+
+
+def checkout(rev: str, into: Path) -> Path:
+    """A folder to put first on PYTHONPATH so that `avstack` and `avstack_cli` are those of `rev`."""
+    repo = Path(__file__).resolve().parents[1]
+    tree = into / "tree"
+    tree.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    path = into / "path"
+    path.mkdir()
+    (path / "avstack").symlink_to(tree / "src" / "avstack")
+    (path / "avstack_cli").symlink_to(tree / "cli")
+    return path
+
+
+def score(out: Path, truths: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    total = asr_eval.CaseScore(0, 0)
+    for rec in load_manifest(out):
+        words = [asr.Word(w["text"], w["begin_time"], w["end_time"], w.get("prob", 0.0)) for w in rec.asr["words"]]
+        sc = asr_eval.score_case(truths[Path(rec.clip_id).name], words, "en")
+        total.words += sc.words
+        total.recognized += sc.recognized
+        total.begin_errors += sc.begin_errors
+        total.end_errors += sc.end_errors
+    both = total.begin_errors + total.end_errors
+    return {
+        "recognized_pct": round(100 * total.recognized / max(1, total.words), 1),
+        "median_ms": round(float(np.percentile(both, 50))),
+        "p90_ms": round(float(np.percentile(both, 90))),
+        "end_p90_ms": round(float(np.percentile(total.end_errors, 90))),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--clips", type=int, default=24)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--size", default="640x360", help="video size (frames cost more at 1080p; ASR is the same)")
+    ap.add_argument("--before", help="a git revision whose default configuration is the baseline")
+    ap.add_argument("--json", type=Path, default=Path("benchmarks/short_full.json"))
+    args = ap.parse_args()
+    configs: dict[str, list[str]] = {"--asr-mode single": ["--asr-mode", "single"], "default": []}
+    env_of: dict[str, dict[str, str]] = {}
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        if args.before:
+            label = f"default at {args.before}"
+            configs = {label: [], **configs}
+            env_of[label] = dict(os.environ, PYTHONPATH=str(checkout(args.before, tmp / "before")))
+        truths = make_clips(tmp / "clips", args.clips, args.size)
+        times: dict[str, list[float]] = {k: [] for k in configs}
+        scores: dict[str, dict[str, Any]] = {}
+        plans: dict[str, Any] = {}
+        for _ in range(args.rounds):
+            for label, extra in configs.items():
+                out = tmp / "out"
+                shutil.rmtree(out, ignore_errors=True)
+                cmd = [sys.executable, "-c", "from avstack_cli.app import main; main()", "prepare", str(tmp / "clips")]
+                t0 = time.perf_counter()
+                run = [*cmd, "--out", str(out), "--lang", "en", *extra]
+                subprocess.run(run, check=True, capture_output=True, env=env_of.get(label))
+                times[label].append(time.perf_counter() - t0)
+                scores[label] = score(out, truths)
+                plans[label] = json.loads((out / "prepare.json").read_text()).get("plan")
+        base = next(iter(configs))
+        rows = []
+        for label in configs:
+            secs = times[label]
+            rows.append(
+                {
+                    "config": label,
+                    "plan": plans[label],
+                    "seconds": round(statistics.median(secs), 2),
+                    "clips_per_s": round(args.clips / statistics.median(secs), 2),
+                    "throughput_vs_first": round(statistics.median(b / a for a, b in zip(secs, times[base])), 2),
+                    **scores[label],
+                }
+            )
+    cols = ["config", "seconds", "clips_per_s", "throughput_vs_first", "recognized_pct", "median_ms", "p90_ms"]
+    cols += ["end_p90_ms"]
+    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    meta = {"clips": args.clips, "size": args.size, "rounds": args.rounds}
+    args.json.write_text(json.dumps(meta | {"rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

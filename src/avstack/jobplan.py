@@ -1,0 +1,105 @@
+"""How `prepare` runs when the user leaves it open: chosen from the job, written into prepare.json.
+
+What is chosen, and why (measured in benchmarks/floor.py and benchmarks/short_full.py):
+- workers: one process per core, never more than the clips. A process per clip in flight keeps a
+  poison clip's crash to itself, and clips side by side keep every core busy.
+- decoder threads per worker: the cores left to each worker (all of them for one clip). A
+  worker's clip is split into independent spans (avstack.spans) that its threads decode side by
+  side, so one long clip uses every core.
+- ASR mode (`auto`): on a GPU, batched. On a CPU, packed when at least two clips with audio are
+  short enough to share Whisper's window (the median duration under PACK_MEDIAN_S): Whisper pads
+  every input to 30 s, so a 5 s clip alone pays for 30; else single.
+Only what the user left at its default is chosen; an explicit setting is kept as given.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+PACK_MEDIAN_S = 12.0  # at least two clips per 28 s window, with the pauses between them
+SAMPLED_CLIPS = 32  # durations read from this many clips (headers only), spread over the job
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    workers: int
+    threads: int
+    asr_mode: str
+    why: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"why": list(self.why)}
+
+
+def cores() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def header_duration_s(path: Path) -> float | None:
+    """The container's stated duration (no packet is read); None when it does not say."""
+    import av
+
+    try:
+        with av.open(str(path)) as c:
+            return c.duration / 1_000_000 if c.duration else None
+    except (av.FFmpegError, OSError):
+        return None
+
+
+def sample_durations(paths: Sequence[Path], n: int = SAMPLED_CLIPS) -> list[float]:
+    step = max(1, len(paths) // n)
+    found = [header_duration_s(p) for p in list(paths)[::step][:n]]
+    return [d for d in found if d is not None]
+
+
+def plan_job(
+    paths: Sequence[Path],
+    workers: int | None,
+    threads: int,
+    asr_mode: str,
+    wants_asr: bool,
+    on_gpu: bool,
+    n_cores: int | None = None,
+    local: bool = True,
+) -> JobPlan:
+    """The configuration for these clips on this machine; `workers=None`, `threads=0` and
+    `asr_mode="auto"` are the user's "choose for me". Not `local` (Ray): only the ASR mode is
+    chosen here; the cluster places the work."""
+    n_cores = n_cores or cores()
+    why: list[str] = []
+    n = max(1, len(paths))
+    if not local:
+        workers = 1
+    elif workers is None:
+        workers = min(n_cores, n)
+        why.append(f"{workers} worker(s): one per core ({n_cores}), at most one per clip ({len(paths)})")
+    else:
+        workers = max(1, min(workers, n))
+    if threads == 0 and local:
+        threads = max(1, n_cores // workers)
+        why.append(f"{threads} decoder thread(s) per worker: the cores shared among the workers")
+    if asr_mode == "auto" and wants_asr:
+        asr_mode, reason = _asr_mode(paths, on_gpu)
+        why.append(reason)
+    elif asr_mode == "auto":
+        asr_mode = "single"
+    return JobPlan(workers, threads, asr_mode, tuple(why))
+
+
+def _asr_mode(paths: Sequence[Path], on_gpu: bool) -> tuple[str, str]:
+    if on_gpu:
+        return "batched", "ASR batched: a GPU is there"
+    if len(paths) < 2:
+        return "single", "ASR single: one clip"
+    durations = sample_durations(paths)
+    if not durations:
+        return "single", "ASR single: no clip states its duration"
+    median = statistics.median(durations)
+    if median <= PACK_MEDIAN_S:
+        return "packed", f"ASR packed: CPU, clips short (median {median:.1f} s of {len(durations)} read)"
+    return "single", f"ASR single: CPU, clips long (median {median:.1f} s) for sharing a window"
