@@ -17,7 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import subprocess
+import tempfile
 from pathlib import Path
+
+import numpy as np
 
 from avstack import asr, asr_eval
 
@@ -47,6 +51,32 @@ def connected_cases(clips: int, voices: list[str]) -> tuple[list[asr_eval.Case],
     return cases, [voices[i % len(voices)] for i in range(clips)]
 
 
+PEER_SCRIPTS = {"stable-ts": Path(__file__).parent / "peers" / "stable_ts_words.py"}
+
+
+def peer_row(peer: str, python: str, cases: list[asr_eval.Case], model: str) -> dict:
+    """The peer on the same model and clips (noise-only clips among them), scored the same way;
+    it runs in its own interpreter (stable-ts pulls torch, which avstack's environment lacks)."""
+    clips = [c.audio for c in cases] + asr_eval.noise_clips()
+    with tempfile.TemporaryDirectory() as name:
+        paths = []
+        for i, audio in enumerate(clips):
+            paths.append(str(Path(name) / f"{i:03d}.npy"))
+            np.save(paths[-1], audio.astype(np.float32))
+        jobs, out = Path(name) / "jobs.json", Path(name) / "out.json"
+        jobs.write_text(json.dumps(paths))
+        cmd = [python, str(PEER_SCRIPTS[peer]), asr.resolve_model(model), str(jobs), str(out)]
+        subprocess.run(cmd, check=True, capture_output=True)
+        found = json.loads(out.read_text())
+    words = [
+        [asr.Word(w["text"].strip(), w["begin_ms"], w["end_ms"], w["prob"]) for w in found["words"][p]] for p in paths
+    ]
+    audio_s = sum(len(c) for c in clips) / asr.RATE
+    noise_words = sum(len(w) for w in words[len(cases) :])
+    row = asr_eval.summarize(cases, words[: len(cases)], noise_words, found["seconds"] / audio_s)
+    return {"model": model, "lang": cases[0].lang, "mode": f"{peer} {found['version']}", "refine": None} | row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clips", type=int, default=30, help="clips per language (per template with --layout folders)")
@@ -61,6 +91,8 @@ def main() -> None:
         default="single:raw:5,single:refined:5,packed:refined:5",
         help="comma list of MODE:EDGES:BEAM (single|packed, raw|refined, beam size)",
     )
+    ap.add_argument("--peer", choices=sorted(PEER_SCRIPTS), help="also run this peer on the same model and clips")
+    ap.add_argument("--peer-python", default="python", help="an interpreter that has the peer installed")
     args = ap.parse_args()
     rows = []
     for spec in args.runs.split(","):
@@ -80,6 +112,11 @@ def main() -> None:
             row["device"] = " ".join(asr.pick_device(args.device))
             row["beam"] = int(beam)
             row["layout"] = args.layout if args.speech == "words" else "connected"
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        if args.peer and lang == "en":
+            row = peer_row(args.peer, args.peer_python, cases, model)
+            row |= {"device": "cpu int8", "beam": 5, "layout": rows[-1]["layout"]}
             rows.append(row)
             print(json.dumps(row), flush=True)
     cols = [

@@ -147,8 +147,25 @@ def score_case(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) 
     return score
 
 
+def correct_words(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) -> list[bool]:
+    """Per hypothesis word: is it right (every token of it aligns with the truth's, in order)?"""
+    t_tok = _tokens([(t["text"], t["begin_time"], t["end_time"]) for t in truth], lang)
+    h_tok = _tokens([(w.text, w.begin_ms, w.end_ms) for w in hyp], lang)
+    sm = SequenceMatcher(a=[x[0] for x in t_tok], b=[x[0] for x in h_tok], autojunk=False)
+    matched = {block.b + k for block in sm.get_matching_blocks() for k in range(block.size)}
+    return [
+        bool(toks) and all(k in matched for k in toks)
+        for toks in ([k for k, tok in enumerate(h_tok) if tok[1] == i] for i in range(len(hyp)))
+    ]
+
+
 def _pct(values: list[int], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
+
+
+def noise_clips(n: int = 3) -> list[np.ndarray]:
+    """Noise-only clips mixed among the speech: any word on them is a hallucination."""
+    return [synth.noise(3.0, level=lv, seed=i) for i, lv in enumerate([0.003, 0.01, 0.03][:n])]
 
 
 def evaluate(
@@ -157,7 +174,7 @@ def evaluate(
     """Recognition rate, boundary errors (median / p90, ms) and RTF over the cases. `mode` packed
     transcribes them as `prepare --asr-mode packed` does, noise-only clips spread among them."""
     asr.transcribe(cases[0].audio, settings)  # model load and warm-up outside the timing
-    noise = [synth.noise(3.0, level=lv, seed=i) for i, lv in enumerate([0.003, 0.01, 0.03][:noise_cases])]
+    noise = noise_clips(noise_cases)
     clips = [c.audio for c in cases]
     for k, n in enumerate(noise):  # noise clips among the speech, as in a real folder
         clips.insert((k + 1) * len(clips) // (len(noise) + 1), n)
@@ -170,24 +187,29 @@ def evaluate(
     is_noise = [any(c is n for n in noise) for c in clips]
     noise_words = sum(len(tr.words) for tr, bad in zip(results, is_noise) if bad)
     speech = [tr for tr, bad in zip(results, is_noise) if not bad]
+    loops = sum(sum("repetition" in d for d in tr.dropped) for tr in speech)
+    audio_s = sum(len(c) for c in clips) / asr.RATE
+    row = summarize(cases, [list(tr.words) for tr in speech], noise_words, seconds / audio_s)
+    head = {"model": settings.model, "lang": cases[0].lang, "mode": mode, "refine": settings.refine}
+    return head | {"vad": settings.vad} | row | {"repetition_loops_cut": loops}
+
+
+def summarize(
+    cases: list[Case], hyps: list[list[asr.Word]], noise_words: int, rtf: float
+) -> dict[str, Any]:
+    """The harness's figures for words `hyps` (one list per case): recognition, edge errors
+    (begin and end apart), signed bias, and the words' confidence against whether they were right
+    (`reliability`: per probability bin, how many words and the share that were recognized)."""
     total = CaseScore(0, 0)
-    loops = 0
-    for case, tr in zip(cases, speech):
-        loops += sum("repetition" in d for d in tr.dropped)
-        sc = score_case(case.truth, tr.words, case.lang)
+    for case, words in zip(cases, hyps):
+        sc = score_case(case.truth, words, case.lang)
         total.words += sc.words
         total.recognized += sc.recognized
         total.begin_errors += sc.begin_errors
         total.end_errors += sc.end_errors
         total.signed += sc.signed
-    audio_s = sum(len(c) for c in clips) / asr.RATE
     both = total.begin_errors + total.end_errors
     return {
-        "model": settings.model,
-        "lang": cases[0].lang,
-        "mode": mode,
-        "refine": settings.refine,
-        "vad": settings.vad,
         "clips": len(cases),
         "words": total.words,
         "recognized_pct": round(100 * total.recognized / max(1, total.words), 1),
@@ -198,11 +220,30 @@ def evaluate(
         "boundary_median_ms": round(_pct(both, 50)),
         "boundary_p90_ms": round(_pct(both, 90)),
         "bias_ms": round(_pct(total.signed, 50)),
-        "rtf": round(seconds / audio_s, 4),
+        "rtf": round(rtf, 4),
         "noise_only_words": noise_words,
-        "repetition_loops_cut": loops,
+        "reliability": reliability(cases, hyps),
         "mean_words_per_clip": round(statistics.mean([len(c.truth) for c in cases]), 1),
     }
+
+
+PROB_BINS = (0.0, 0.3, 0.5, 0.7, 0.9, 1.01)
+
+
+def reliability(cases: list[Case], hyps: list[list[asr.Word]]) -> list[dict[str, Any]]:
+    """Per bin of the words' `prob`: how many hypothesis words, and the share that are right (the
+    word is one of the truth's words, in order: its tokens align). A calibrated prob has the share
+    near the bin's middle."""
+    counts = [[0, 0] for _ in PROB_BINS[:-1]]
+    for case, words in zip(cases, hyps):
+        for w, right in zip(words, correct_words(case.truth, words, case.lang)):
+            k = max(i for i, lo in enumerate(PROB_BINS[:-1]) if w.prob >= lo)
+            counts[k][0] += 1
+            counts[k][1] += right
+    return [
+        {"prob": f"{lo:.1f}-{min(hi, 1.0):.1f}", "words": n, "right_pct": round(100 * r / n, 1) if n else None}
+        for (lo, hi), (n, r) in zip(zip(PROB_BINS, PROB_BINS[1:]), counts)
+    ]
 
 
 # --------------------------------------------------------------------------- connected speech

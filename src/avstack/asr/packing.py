@@ -124,7 +124,8 @@ def _clips_of(
     """The packed clip each word of a segment belongs to. Whisper's segments follow the sentences
     but its times can slip across a pause (a clip's first word placed in the previous clip's
     tail, a last word in the next clip's silence). A segment lying mostly (`whole`) in one clip
-    with speech goes there entire; else each word goes to the clip whose voiced regions
+    with speech, none of its words on another clip's speech, goes there entire; else each word
+    goes to the clip whose voiced regions
     (begin, end, clip) it overlaps most, or the nearest one: a clip without clear speech gets
     no words while another has some."""
     if not seg:
@@ -133,7 +134,9 @@ def _clips_of(
     a, b = seg[0].begin_ms, seg[-1].end_ms
     overlap = [max(0, min(b, hi) - max(a, lo)) for lo, hi in bounds]
     top = max(range(len(bounds)), key=overlap.__getitem__)
-    if overlap[top] >= whole * max(1, sum(overlap)) and (top in speaking or not speaking):
+    # a word on another clip's speech means the segment runs across the pause: word by word
+    elsewhere = any(min(w.end_ms, hi) > max(w.begin_ms, lo) for w in seg for lo, hi, k in regions if k != top)
+    if overlap[top] >= whole * max(1, sum(overlap)) and (top in speaking or not speaking) and not elsewhere:
         return [top] * len(seg)
 
     def locate(w: Word) -> int:

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import cv2
 import numpy as np
 
 METRICS = ("acc_cls", "acc_s", "acc_t", "acc_eco", "acc_seq")
@@ -169,6 +168,8 @@ def decode_mask(mask_base64: str, width: int, height: int) -> np.ndarray | None:
     """The grayscale mask; MaskTooLarge when its header declares more than the frame holds."""
     data = base64.b64decode(mask_base64)
     check_mask_size(data, width, height)
+    import cv2  # OpenCV only where a mask is decoded: prepare's driver imports this module
+
     return _MASKS.get(mask_base64, lambda: cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_GRAYSCALE))
 
 
