@@ -34,6 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).parent))
+from before import checkout  # noqa: E402
+
 CLIPS = (("libx264", 30), ("libx264", 60), ("libx264", 250), ("libx265", 60))
 
 BARE = """
@@ -109,19 +112,33 @@ def has(python: str, module: str) -> bool:
     return subprocess.run([python, "-c", f"import {module}"], capture_output=True).returncode == 0
 
 
-def methods(clips: list[Path], root: Path, work: Path, peer_python: str | None) -> dict[str, list[str]]:
+def methods(
+    clips: list[Path], root: Path, work: Path, peer_python: str | None, before: str | None
+) -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
     py, files = sys.executable, [str(c) for c in clips]
     prepare = [py, "-c", "from avstack_cli.app import main; main()", "prepare", str(root), "--anchors", "frames"]
     out: dict[str, list[str]] = {
         "bare PyAV full decode (frame threads)": [py, "-c", BARE, *files],
         "avstack prepare --anchors frames (default)": [*prepare, "--out", str(work / "a")],
         "avstack prepare --anchors frames --workers 1": [*prepare, "--out", str(work / "b"), "--workers", "1"],
-        "floor: needed frames only, spans on all cores, JPEG": [py, "-c", FLOOR, *files],
     }
+    envs: dict[str, dict[str, str]] = {}
+    if before:  # the same job with avstack as it was at that revision (its default settings)
+        label = f"avstack prepare --anchors frames at {before}"
+        out[label] = [*prepare, "--out", str(work / "c")]
+        envs[label] = checkout(before, work / "before")
+    if has_spans():  # an older avstack (PYTHONPATH, for the "before" profile) has no spans
+        out["floor: needed frames only, spans on all cores, JPEG"] = [py, "-c", FLOOR, *files]
     for name, code in PEERS.items():
         if peer_python and has(peer_python, name):
             out[f"{name} + JPEG"] = [peer_python, "-c", code, *files]
-    return out
+    return out, envs
+
+
+def has_spans() -> bool:
+    from avstack import media
+
+    return hasattr(media.FrameReader, "spans")
 
 
 def floor_cpu(clips: list[Path]) -> float:
@@ -133,17 +150,20 @@ def floor_cpu(clips: list[Path]) -> float:
     return (t1.children_user - t0.children_user) + (t1.children_system - t0.children_system)
 
 
-def run_rounds(cmds: dict[str, list[str]], clips: list[Path], rounds: int, work: Path) -> dict[str, Any]:
-    times: dict[str, list[float]] = {k: [] for k in [*cmds, "floor_cpu / cores"]}
+def run_rounds(
+    cmds: dict[str, list[str]], envs: dict[str, dict[str, str]], clips: list[Path], rounds: int, work: Path
+) -> dict[str, Any]:
+    times: dict[str, list[float]] = {k: [] for k in [*cmds, *(["floor_cpu / cores"] if has_spans() else [])]}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     for _ in range(rounds):
         for name, cmd in cmds.items():
-            shutil.rmtree(work / "a", ignore_errors=True)
-            shutil.rmtree(work / "b", ignore_errors=True)
+            for sub in "abc":
+                shutil.rmtree(work / sub, ignore_errors=True)
             t0 = time.perf_counter()
-            subprocess.run(cmd, check=True, capture_output=True)
+            subprocess.run(cmd, check=True, capture_output=True, env=envs.get(name))
             times[name].append(time.perf_counter() - t0)
-        times["floor_cpu / cores"].append(floor_cpu(clips) / cores)
+        if has_spans():
+            times["floor_cpu / cores"].append(floor_cpu(clips) / cores)
     base = next(iter(cmds))
     return {
         name: {
@@ -210,13 +230,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="also the per-stage CPU profile")
     ap.add_argument("--peer-python", help="an interpreter with torchcodec and/or decord installed")
+    ap.add_argument("--before", help="also avstack at this git revision, in the same rounds")
     ap.add_argument("--json", type=Path, default=Path("benchmarks/floor.json"))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         clips = make_clips(tmp / "clips")
         result: dict[str, Any] = {"clips": [c.name for c in clips], "rounds": args.rounds}
-        result["methods"] = run_rounds(methods(clips, tmp / "clips", tmp, args.peer_python), clips, args.rounds, tmp)
+        cmds, envs = methods(clips, tmp / "clips", tmp, args.peer_python, args.before)
+        result["methods"] = run_rounds(cmds, envs, clips, args.rounds, tmp)
         print("| method | s (median) | vs bare decode |\n|---|---|---|")
         for name_, row in result["methods"].items():
             print(f"| {name_} | {row['seconds']} | {row['vs_bare']} |")

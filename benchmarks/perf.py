@@ -278,7 +278,7 @@ def bench_rss(tmp: Path, seconds: float) -> list[dict[str, Any]]:
         "import re; from avstack.preparation import prepare, PrepareSettings; "
         f"r = prepare({str(root)!r}, {str(tmp / 'uhd_out')!r}, PrepareSettings(anchors=('frames',)), workers=1); "
         "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
-        "print(r.records[0]['decode_path'], hwm)"
+        "print(r.records[0].decode_path, hwm)"
     )
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import statistics
@@ -32,6 +31,9 @@ import soundfile as sf
 
 from avstack import asr, asr_eval
 from avstack.manifest import load_manifest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from before import checkout  # noqa: E402
 
 SEED = 90_000  # held out: never used while choosing defaults
 
@@ -64,20 +66,6 @@ def make_clips(root: Path, n: int, size: str = "640x360") -> dict[str, list[dict
         wav.unlink()
         truths[name] = [w for w in case.truth if w["end_time"] <= total * 1000 // asr.RATE]
     return truths
-
-
-def checkout(rev: str, into: Path) -> Path:
-    """A folder to put first on PYTHONPATH so that `avstack` and `avstack_cli` are those of `rev`."""
-    repo = Path(__file__).resolve().parents[1]
-    tree = into / "tree"
-    tree.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(repo), "archive", rev], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    path = into / "path"
-    path.mkdir()
-    (path / "avstack").symlink_to(tree / "src" / "avstack")
-    (path / "avstack_cli").symlink_to(tree / "cli")
-    return path
 
 
 def score(out: Path, truths: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -113,7 +101,7 @@ def main() -> None:
         if args.before:
             label = f"default at {args.before}"
             configs = {label: [], **configs}
-            env_of[label] = dict(os.environ, PYTHONPATH=str(checkout(args.before, tmp / "before")))
+            env_of[label] = checkout(args.before, tmp / "before")
         truths = make_clips(tmp / "clips", args.clips, args.size)
         times: dict[str, list[float]] = {k: [] for k in configs}
         scores: dict[str, dict[str, Any]] = {}

@@ -94,7 +94,7 @@ def prepare(
     jpeg_quality: Annotated[int, typer.Option(help="JPEG quality 1-100")] = 90,
     workers: Annotated[int | None, typer.Option(help="Worker processes (default: CPU count)")] = None,
     threads: Annotated[
-        int, typer.Option(help="Decoder threads per worker (0: all cores for one worker, a share for several)")
+        int, typer.Option(help="Decoder threads per worker (0: chosen for the job; see prepare.json)")
     ] = 0,
     asr_threads: Annotated[
         int,

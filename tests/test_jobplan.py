@@ -19,11 +19,11 @@ def _clips(tmp_path, n, seconds):
 def test_workers_and_threads_follow_clips_and_cores(tmp_path):
     many = [tmp_path / f"c{i}.mp4" for i in range(6)]
     plan = plan_job(many, None, 0, "auto", False, False, n_cores=4)
-    assert (plan.workers, plan.threads, plan.asr_mode) == (4, 1, "single")
+    assert (plan.workers, plan.threads, plan.asr_mode) == (4, 4, "single")  # spans may use every core
     one = plan_job(many[:1], None, 0, "auto", False, False, n_cores=4)
     assert (one.workers, one.threads) == (1, 4)  # one clip: its spans on every core
     two = plan_job(many[:2], None, 0, "auto", False, False, n_cores=4)
-    assert (two.workers, two.threads) == (2, 2)
+    assert (two.workers, two.threads) == (2, 4)
     asked = plan_job(many[:3], 8, 3, "single", True, False, n_cores=4)
     assert (asked.workers, asked.threads, asked.asr_mode) == (3, 3, "single")  # as given (no more workers than clips)
     assert asked.why == ()

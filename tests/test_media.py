@@ -260,3 +260,22 @@ def test_truncated_clip_gives_what_it_has_or_a_named_error(tmp_path):
     assert all(written[synth.read_index(f.image)] == f.pts_ms for f in sample.frames)
     seq = media.sample_frames(cut, fps=2, decode="sequential")
     assert [(f.index, f.pts_ms) for f in seq.frames] == [(f.index, f.pts_ms) for f in sample.frames]
+
+
+def test_spans_side_by_side_only_within_the_pixel_budget(tmp_path, monkeypatch):
+    """Each span decoder holds its own reference pictures: where frames are large (a budget of
+    one 4K picture stream), one decoder with its own frame threads does the clip instead."""
+    from avstack import spans
+
+    clip, _ = _clip(tmp_path, "c.mp4", duration_s=3, gop=24)
+    seq = media.sample_frames(clip, fps=3, decode="sequential")
+    used = []
+    real = spans.decode_spans
+    monkeypatch.setattr(spans, "decode_spans", lambda *a, **k: used.append(a[-1]) or real(*a, **k))
+    with media.FrameReader(clip, media.Sampling(fps=3)) as reader:
+        assert [f.pts_ms for f in reader.map_frames(lambda f: f, 2)] == [f.pts_ms for f in seq.frames]
+    assert used == [2]
+    monkeypatch.setattr(media, "SPAN_PIXELS", 640 * 360)  # as if these were 4K frames
+    with media.FrameReader(clip, media.Sampling(fps=3)) as reader:
+        got = reader.map_frames(lambda f: f, 2)
+    assert used == [2] and all(np.array_equal(a.image, b.image) for a, b in zip(got, seq.frames))

@@ -3,9 +3,10 @@
 What is chosen, and why (measured in benchmarks/floor.py and benchmarks/short_full.py):
 - workers: one process per core, never more than the clips. A process per clip in flight keeps a
   poison clip's crash to itself, and clips side by side keep every core busy.
-- decoder threads per worker: the cores left to each worker (all of them for one clip). A
-  worker's clip is split into independent spans (avstack.spans) that its threads decode side by
-  side, so one long clip uses every core.
+- decoder threads per worker: as many as cores. A worker's clip is split into independent spans
+  (avstack.spans) that its threads decode side by side, so one long clip uses every core, and
+  when the workers outnumber the clips left the idle cores go to those clips' spans (while all
+  workers are busy the threads only share the cores: decoding threads wait, never spin).
 - ASR mode (`auto`): on a GPU, batched. On a CPU, packed when at least two clips with audio are
   short enough to share Whisper's window (the median duration under PACK_MEDIAN_S): Whisper pads
   every input to 30 s, so a 5 s clip alone pays for 30; else single.
@@ -81,8 +82,11 @@ def plan_job(
     else:
         workers = max(1, min(workers, n))
     if threads == 0 and local:
-        threads = max(1, n_cores // workers)
-        why.append(f"{threads} decoder thread(s) per worker: the cores shared among the workers")
+        threads = n_cores
+        why.append(
+            f"{threads} decoder thread(s) per worker: a clip's spans may take every core, so the last "
+            "clips do not run on one core while the others idle"
+        )
     if asr_mode == "auto" and wants_asr:
         asr_mode, reason = _asr_mode(paths, on_gpu)
         why.append(reason)

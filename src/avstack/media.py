@@ -23,6 +23,7 @@ from .limits import DEFAULT_MAX_PIXELS
 
 AUDIO_RATE = 16_000
 THREAD_TYPES = ("AUTO", "FRAME", "SLICE", "NONE")
+SPAN_PIXELS = 3840 * 2160  # pictures decoded side by side in one reader (spans), at most
 T = TypeVar("T")
 
 
@@ -586,8 +587,13 @@ class FrameReader:
 
         threads = threads or spans.cores()
         parts = self.spans()
-        if len(parts) <= 1:
-            return _pipelined(iter(self), consume)
+        # each span decoder holds its own reference pictures: at most SPAN_PIXELS of them decode
+        # at once, so memory stays what one decoder of a 4K clip needs
+        pixels = max(1, self.info.coded_width * self.info.coded_height)
+        side_by_side = min(threads, len(parts), max(1, SPAN_PIXELS // pixels))
+        if len(parts) <= 1 or (side_by_side <= 1 < threads):
+            return _pipelined(iter(self), consume)  # one decoder (its own frame threads)
+        threads = side_by_side
 
         def make(index: int, rel: Fraction, frame: av.VideoFrame) -> Frame:
             return _frame(index, rel, frame, self.info.rotation, self.sampling.max_side, self.pixel_format)

@@ -51,7 +51,7 @@ class PrepareSettings:
     jpeg_quality: int = 90
     thread_type: str = "AUTO"
     decode: str = "auto"  # auto | selective | sequential (frames are identical; speed differs)
-    threads: int = 0  # decoder threads per worker; 0: all cores (1 worker) or a fair share
+    threads: int = 0  # decoder threads per worker (its spans side by side); 0: chosen (avstack.jobplan)
     asr_model: str = "tiny.en"
     asr_device: str = "auto"
     lang: str | None = None  # None/"auto": detect (or take the clip's own field)
