@@ -129,6 +129,12 @@ def main() -> None:
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
         print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    print("\nWord confidence against correctness (share of hypothesis words that are right, by prob):\n")
+    bins = [b["prob"] for b in rows[0]["reliability"]]
+    print("| model | mode | refine | " + " | ".join(bins) + " |\n|" + "---|" * (3 + len(bins)))
+    for r in rows:
+        cells = [f"{b['right_pct']}% of {b['words']}" if b["words"] else "-" for b in r["reliability"]]
+        print(f"| {r['model']} | {r['mode']} | {r['refine']} | " + " | ".join(cells) + " |")
     args.json.write_text(json.dumps(rows, indent=1))
 
 
