@@ -45,6 +45,17 @@ def test_packed_manifest_is_identical_across_worker_counts(tmp_path):
     assert _prepare(tmp_path / "w1", "packed", workers=1) == _prepare(tmp_path / "w2", "packed", workers=2)
 
 
+def test_packed_manifest_does_not_depend_on_the_machines_core_count(tmp_path, monkeypatch):
+    """Packs run side by side, one per core, and the job's last pack is split: the split (so
+    every clip's words) must not follow the core count of the machine."""
+    from avstack import preparation
+
+    monkeypatch.setattr(preparation, "cores", lambda: 1)
+    one = _prepare(tmp_path / "c1", "packed", workers=1)
+    monkeypatch.setattr(preparation, "cores", lambda: 5)
+    assert _prepare(tmp_path / "c5", "packed", workers=1) == one
+
+
 def _audio(name: str) -> np.ndarray:
     path = next(SAMPLES.rglob(name))
     samples = media.load_audio(path)

@@ -240,6 +240,9 @@ def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path
     return result
 
 
+TAIL_PACKS = 2  # the last, partial pack of a packed job is split in this many
+
+
 class AsrFeeder:
     """ASR across clips in this process while the decoders go on: clips arrive as their audio is
     ready, wait until a full pack (CPU) or batch (GPU) of one language is there, and are
@@ -266,7 +269,6 @@ class AsrFeeder:
 
             set_replicas(parallel)
         self.pool = ThreadPoolExecutor(parallel)
-        self.parallel = parallel
         self.futures: list[Future[None]] = []
 
     def add(self, rec: ClipRecord) -> None:
@@ -321,10 +323,11 @@ class AsrFeeder:
         self.pool.shutdown()
 
     def _last_groups(self, items: list[ClipRecord]) -> list[list[ClipRecord]]:
-        """The clips left at the end (one pack that never filled): split into as many smaller packs
-        as there are threads, so the job's tail runs on every core instead of one. The split
-        depends only on the clips (their order and speech spans), so it is the same on every run."""
-        parts = min(self.parallel, len(items)) if self.mode == "packed" else 1
+        """The clips left at the end (one pack that never filled): split into TAIL_PACKS smaller
+        packs, so the job's tail does not run on one core while the others idle. A fixed number,
+        never the cores: the split depends only on the clips (their order and speech spans), so a
+        clip's words are the same on every run and every machine."""
+        parts = min(TAIL_PACKS, len(items)) if self.mode == "packed" else 1
         if parts <= 1:
             return [items] if items else []
         total = sum(self.seconds[rec.clip_id] for rec in items)
