@@ -53,7 +53,8 @@ FLOOR = """
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from avstack import images, media, spans
-threads = spans.cores()
+from avstack.jobplan import cores
+threads = cores()
 readers = [media.FrameReader(p, media.Sampling(threads=threads), pixel_format="bgr24") for p in sys.argv[1:]]
 def make(r):
     return lambda i, rel, f: media._frame(i, rel, f, r.info.rotation, None, "bgr24")
@@ -143,7 +144,7 @@ def has_spans() -> bool:
 
 def floor_cpu(clips: list[Path]) -> float:
     """CPU seconds of the floor's work on one thread (decode of the needed frames, colour, JPEG)."""
-    code = FLOOR.replace("threads = spans.cores()", "threads = 1")
+    code = FLOOR.replace("threads = cores()", "threads = 1")
     t0 = os.times()
     subprocess.run([sys.executable, "-c", code, *map(str, clips)], check=True, capture_output=True)
     t1 = os.times()

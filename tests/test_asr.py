@@ -272,7 +272,9 @@ def test_word_edges_on_connected_speech_hold_their_measured_level(mode):
     """Whole sentences spoken by festival (exact word times from its Word relation), light noise
     and echo: recognition and edge errors at the level benchmarks/asr_timing.py measures (tiny.en
     lags about 100 ms inside continuous speech: docs/performance.md), and in a pack no word in the
-    pause after its clip. Fails when the edges drift (median over 160 ms, p90 over 300 ms)."""
+    pause after its clip. Fails when the edges drift (median over 160 ms, p90 over 300 ms; measured
+    here 96 / 222 single, 115 / 208 packed). Recognition is held loosely (measured 75-81% of 36
+    words): another CPU kind or thread count can change a word or two."""
     from avstack import asr_eval
 
     cases = [asr_eval.connected_case(80_000 + i, "kal_diphone") for i in range(4)]
@@ -281,7 +283,7 @@ def test_word_edges_on_connected_speech_hold_their_measured_level(mode):
         asr.transcribe(c.audio, s) for c in cases
     ]
     row = asr_eval.summarize(cases, [list(tr.words) for tr in out], 0, 0.0)
-    assert row["recognized_pct"] >= 70, row
+    assert row["recognized_pct"] >= 60, row
     assert row["boundary_median_ms"] <= 160 and row["boundary_p90_ms"] <= 300, row
     for case, tr in zip(cases, out):
         last_truth = max(w["end_time"] for w in case.truth)

@@ -584,8 +584,9 @@ class FrameReader:
         second thread while it goes on. The frames are the same either way; spans decode fewer
         (never an open GOP's unneeded leading pictures, nor the tail before them)."""
         from . import spans
+        from .jobplan import cores
 
-        threads = threads or spans.cores()
+        threads = threads or cores()
         parts = self.spans()
         # each span decoder holds its own reference pictures: at most SPAN_PIXELS of them decode
         # at once, so memory stays what one decoder of a 4K clip needs

@@ -387,16 +387,13 @@ def asr_order(jobs: Sequence[ClipJob], mode: str) -> list[ClipJob]:
 
 
 def asr_mode(s: PrepareSettings) -> str:
-    """single (each clip in its worker), batched (GPU) or packed: see PrepareSettings.asr_mode."""
+    """single (each clip in its worker), batched (GPU) or packed, once the job plan has resolved
+    `auto` (avstack.jobplan: the one place that chooses)."""
     if s.asr_mode not in ASR_MODES:
         raise ValueError(f"asr_mode: expected one of {', '.join(ASR_MODES)}, got {s.asr_mode!r}")
-    if "asr" not in s.anchors:
+    if "asr" not in s.anchors or s.asr_mode == "auto":
         return "single"
-    if s.asr_mode != "auto":
-        return s.asr_mode
-    from . import asr
-
-    return "batched" if asr.pick_device(s.asr_device)[0] == "cuda" else "single"
+    return s.asr_mode
 
 
 # --------------------------------------------------------------------------- one clip
@@ -502,6 +499,7 @@ def prepare(
             f"no clips found under {data_root}: no task folder layout (EcoG's 指令N folders) and no video "
             f"files ({', '.join(VIDEO_SUFFIXES)})"
         )
+    asr_mode(s)  # an unknown mode is refused before any work
     plan = plan_job(
         [Path(j.path) for j in jobs],
         workers if executor == "local" else 1,

@@ -11,7 +11,6 @@ last needed packet, so GOP tails and GOPs with no needed frame are never decoded
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,9 +52,9 @@ def _units(order: list[tuple[int, bool]], needed: Any, hevc: bool) -> list[list[
     """[start, last needed index or -1] per independent GOP and the dependent GOPs after it."""
     units: list[list[int]] = []
     for gop in media._gops(order):
-        closed = _independent(order, gop, needed, hevc)
+        independent = _independent(order, gop, needed, hevc)
         last = max((i for i in gop if order[i][0] in needed), default=-1)
-        if closed or not units:
+        if independent or not units:
             units.append([gop.start, last])
         elif last >= 0:
             units[-1][1] = last
@@ -132,10 +131,6 @@ def decode_span(
             raise media.SelectiveDecodeError(f"{path}: span {span.start}-{span.stop} ended at packet {i}")
         take(ctx.decode(None))  # the pictures still held for reordering
         return out, decoded
-
-
-def cores() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
 def decode_spans(
