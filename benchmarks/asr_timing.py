@@ -88,8 +88,8 @@ def main() -> None:
     ap.add_argument("--voices", default=",".join(asr_eval.FESTIVAL_VOICES), help="festival voices (--speech connected)")
     ap.add_argument(
         "--modes",
-        default="single:raw:5,single:refined:5,packed:refined:5",
-        help="comma list of MODE:EDGES:BEAM (single|packed, raw|refined, beam size)",
+        default="single:raw:5:self,single:refined:5:self,single:refined:5,packed:refined:5",
+        help="comma list of MODE:EDGES:BEAM[:ALIGNER] (single|packed, raw|refined, beam size, auto|self|model)",
     )
     ap.add_argument("--peer", choices=sorted(PEER_SCRIPTS), help="also run this peer on the same model and clips")
     ap.add_argument("--peer-python", default="python", help="an interpreter that has the peer installed")
@@ -102,25 +102,27 @@ def main() -> None:
         else:
             cases, folders = layout_cases(lang, args.layout, args.clips)
         for run in args.modes.split(","):
-            mode, edges, beam = run.split(":")
+            mode, edges, beam, *rest = run.split(":")
             refine = edges == "refined"
+            aligner = asr.aligner_setting(rest[0] if rest else "auto", model)
             settings = asr.AsrSettings(
-                model=model, device=args.device, language=lang, refine=refine, beam_size=int(beam)
+                model=model, device=args.device, language=lang, refine=refine, beam_size=int(beam), aligner=aligner
             )
             order = asr.interleave(folders) if mode == "packed" else range(len(cases))
             row = asr_eval.evaluate([cases[i] for i in order], settings, mode=mode)
             row["device"] = " ".join(asr.pick_device(args.device))
             row["beam"] = int(beam)
+            row["aligner"] = aligner
             row["layout"] = args.layout if args.speech == "words" else "connected"
             rows.append(row)
             print(json.dumps(row), flush=True)
         if args.peer and lang == "en":
             row = peer_row(args.peer, args.peer_python, cases, model)
-            row |= {"device": "cpu int8", "beam": 5, "layout": rows[-1]["layout"]}
+            row |= {"device": "cpu int8", "beam": 5, "aligner": "self", "layout": rows[-1]["layout"]}
             rows.append(row)
             print(json.dumps(row), flush=True)
     cols = [
-        "lang", "model", "device", "mode", "beam", "refine", "layout", "clips", "words", "recognized_pct",
+        "lang", "model", "device", "mode", "beam", "refine", "aligner", "layout", "clips", "words", "recognized_pct",
         "begin_median_ms", "begin_p90_ms", "end_median_ms", "end_p90_ms", "boundary_median_ms", "boundary_p90_ms",
         "bias_ms",
         "rtf", "noise_only_words",
@@ -131,10 +133,10 @@ def main() -> None:
         print("| " + " | ".join(str(r[c]) for c in cols) + " |")
     print("\nWord confidence against correctness (share of hypothesis words that are right, by prob):\n")
     bins = [b["prob"] for b in rows[0]["reliability"]]
-    print("| model | mode | refine | " + " | ".join(bins) + " |\n|" + "---|" * (3 + len(bins)))
+    print("| model | mode | refine | aligner | " + " | ".join(bins) + " |\n|" + "---|" * (4 + len(bins)))
     for r in rows:
         cells = [f"{b['right_pct']}% of {b['words']}" if b["words"] else "-" for b in r["reliability"]]
-        print(f"| {r['model']} | {r['mode']} | {r['refine']} | " + " | ".join(cells) + " |")
+        print(f"| {r['model']} | {r['mode']} | {r['refine']} | {r['aligner']} | " + " | ".join(cells) + " |")
     args.json.write_text(json.dumps(rows, indent=1))
 
 

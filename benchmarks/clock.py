@@ -71,13 +71,15 @@ def main() -> None:
         rows = []
         for name, truth in sorted(truths.items()):
             path = root / name
-            rows.append({
-                "file": name,
-                "avstack_flash": avstack_flash_ms(path) - truth.flash_ms,
-                "opencv_flash": round(opencv_flash_ms(path) - truth.flash_ms),
-                "avstack_beep": round(avstack_beep_ms(path) - truth.beep_ms),
-                "end_to_end_beep": round(end_to_end_beep_ms(path) - truth.beep_ms),
-            })
+            rows.append(
+                {
+                    "file": name,
+                    "avstack_flash": avstack_flash_ms(path) - truth.flash_ms,
+                    "opencv_flash": round(opencv_flash_ms(path) - truth.flash_ms),
+                    "avstack_beep": round(avstack_beep_ms(path) - truth.beep_ms),
+                    "end_to_end_beep": round(end_to_end_beep_ms(path) - truth.beep_ms),
+                }
+            )
     cols = ["file", "avstack_flash", "opencv_flash", "avstack_beep", "end_to_end_beep"]
     print("| file | avstack flash (ms) | OpenCV sampler flash (ms) | avstack beep (ms) | end-to-end audio beep (ms) |")
     print("|---|---|---|---|---|")

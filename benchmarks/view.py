@@ -44,8 +44,10 @@ def make_prepared(folder: Path, n: int, seed: int = 0) -> list[ClipRecord]:
             (folder / rel).write_bytes(jpg.tobytes())
             frames.append(FrameRef(k * 15, pts, rel))
         b = rng.randint(300, 2500)
-        words = [{"text": t, "begin_time": 300 + 500 * j, "end_time": 650 + 500 * j, "prob": 0.9}
-                 for j, t in enumerate(["put", "this", "there"])]
+        words = [
+            {"text": t, "begin_time": 300 + 500 * j, "end_time": 650 + 500 * j, "prob": 0.9}
+            for j, t in enumerate(["put", "this", "there"])
+        ]
         gt = {
             "object_choices": ["A. cup", "B. box"],
             "space_choices": ["a. left"],
@@ -53,9 +55,17 @@ def make_prepared(folder: Path, n: int, seed: int = 0) -> list[ClipRecord]:
         }
         records.append(
             ClipRecord(
-                clip_id=f"指令2/c{i:05d}.mp4", video=f"指令2/c{i:05d}.mp4", task_template="指令2", lang="en",
-                scene=rng.choice(["Office Scene", "Kitchen"]), duration_ms=4000, width=640, height=360,
-                frames=tuple(frames), last_frame=frames[-1], asr={"text": "put this there", "words": words},
+                clip_id=f"指令2/c{i:05d}.mp4",
+                video=f"指令2/c{i:05d}.mp4",
+                task_template="指令2",
+                lang="en",
+                scene=rng.choice(["Office Scene", "Kitchen"]),
+                duration_ms=4000,
+                width=640,
+                height=360,
+                frames=tuple(frames),
+                last_frame=frames[-1],
+                asr={"text": "put this there", "words": words},
                 eval_gt=gt,
             )
         )
@@ -71,8 +81,9 @@ def make_run(folder: Path, prepared: Path, records: list[ClipRecord], name: str,
     for r in records:
         point = {"point": [rng.randint(0, 1000), rng.randint(0, 1000)], "timestamp": rng.randint(0, 4000)}
         pred = {"selected_options": [rng.choice("AB")], "point_list": [point]}
-        lines.append({"video_name": r.clip_id, "raw": json.dumps(pred), "prediction": pred, "parse_error": None,
-                      "error": None})
+        lines.append(
+            {"video_name": r.clip_id, "raw": json.dumps(pred), "prediction": pred, "parse_error": None, "error": None}
+        )
     write_jsonl_atomic(run / "predictions.jsonl", lines)
     write_json_atomic(run / "run.json", {"task": "ecog", "backend": name, "stack": "full", "prepared": str(prepared)})
     return run

@@ -59,8 +59,9 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except FatalError as exc:
-        fail(f"the back-end refused the run: {exc}; nothing was recorded for the clips it refused, "
-             "so a rerun asks again")
+        fail(
+            f"the back-end refused the run: {exc}; nothing was recorded for the clips it refused, so a rerun asks again"
+        )
     except (ValueError, ImportError, OSError, KeyError) as exc:  # DataError and OutputError are among these
         fail(str(exc) if not isinstance(exc, KeyError) else f"missing field {exc}")
     except KeyboardInterrupt:
@@ -108,6 +109,12 @@ def prepare(
     refine_words: Annotated[
         bool, typer.Option(help="Snap ASR word edges to speech-energy edges (measured: benchmarks/asr_timing.py)")
     ] = True,
+    aligner: Annotated[
+        str,
+        typer.Option(
+            help="Model whose cross-attention times the words: auto (base for tiny models if installed), self, a name"
+        ),
+    ] = "auto",
     decode: Annotated[str, typer.Option(help="auto, selective or sequential (identical frames)")] = "auto",
     asr_mode: Annotated[
         str,
@@ -155,6 +162,7 @@ def prepare(
             jpeg_quality=jpeg_quality,
             asr_device=device,
             asr_refine=refine_words,
+            asr_aligner=aligner,
             decode=decode,
             threads=threads,
             asr_threads=asr_threads,
@@ -180,11 +188,12 @@ def transcribe(
     lang: Annotated[str, typer.Option(help="auto, en, zh, ...")] = "auto",
     device: Annotated[str, typer.Option(help="auto, cpu, cuda")] = "auto",
     refine: Annotated[bool, typer.Option(help="Snap word edges to speech-energy edges")] = True,
+    aligner: Annotated[str, typer.Option(help="Model timing the words: auto, self, or a name")] = "auto",
 ) -> None:
     """Print word-level ASR JSON (EcoG annotations shape), one line per file."""
     from avstack.asr import AsrSettings, transcribe_file
 
-    settings = AsrSettings(model=model, device=device, language=lang, refine=refine)
+    settings = AsrSettings(model=model, device=device, language=lang, refine=refine, aligner=aligner)
     failed = 0
     for path in paths:
         try:
@@ -350,8 +359,9 @@ def export_cmd(
         return
     stack, options = _ecog_inputs(variant, drop, asr, coord_order, ts_format, word_ts_format, prompt)
     with user_errors():
-        path = export(prepared, out, to, stack, options, model, shard_size=shard_size, executor=executor,
-                      ray_address=ray_address)
+        path = export(
+            prepared, out, to, stack, options, model, shard_size=shard_size, executor=executor, ray_address=ray_address
+        )
     typer.echo(f"wrote {path} ({stack.name})")
 
 
@@ -501,9 +511,20 @@ def ablate(
         if questions is None:
             fail("--task videoqa needs --questions FILE")
         with user_errors():
-            report = qa_ablate(prepared, questions, model, out, drop, variant, RunSettings(concurrency=concurrency),
-                               _backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
-                               questions_format, prompt, subsets, ts_format.split(",")[0])
+            report = qa_ablate(
+                prepared,
+                questions,
+                model,
+                out,
+                drop,
+                variant,
+                RunSettings(concurrency=concurrency),
+                _backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
+                questions_format,
+                prompt,
+                subsets,
+                ts_format.split(",")[0],
+            )
         typer.echo(report.summary)
         typer.echo(f"full report: {report.path}")
         return
@@ -594,4 +615,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-

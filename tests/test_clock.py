@@ -31,10 +31,25 @@ def built(tmp_path_factory) -> tuple[Path, dict[str, awkward.Truth]]:
 
 
 NAMES = [
-    "audio_late.mp4", "audio_longer.mp4", "audio_shorter.mp4", "bframes_no_editlist.mp4", "matroska.mkv",
-    "mpegts.ts", "ntsc.mp4", "plain.mp4", "pts_offset.mp4", "rotated.mp4", "stereo_44k.mp4", "trimmed.mp4",
-    "two_tracks.mkv", "vfr.mp4", "video_late.mp4", "vp9_opus.webm",
+    "audio_late.mp4",
+    "audio_longer.mp4",
+    "audio_shorter.mp4",
+    "bframes_no_editlist.mp4",
+    "matroska.mkv",
+    "mpegts.ts",
+    "ntsc.mp4",
+    "plain.mp4",
+    "pts_offset.mp4",
+    "rotated.mp4",
+    "stereo_44k.mp4",
+    "trimmed.mp4",
+    "two_tracks.mkv",
+    "vfr.mp4",
+    "video_late.mp4",
+    "vp9_opus.webm",
 ]
+
+
 def test_the_cases_are_all_built(built):
     assert sorted(built[1]) == NAMES
 

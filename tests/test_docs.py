@@ -35,8 +35,13 @@ def test_every_public_name_is_documented_and_typed():
 
 
 def test_help_shows_the_public_api():
-    out = subprocess.run([sys.executable, "-c", "import avstack; help(avstack)"], capture_output=True, text=True,
-                         check=True, env=os.environ | {"PAGER": "cat"}).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", "import avstack; help(avstack)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=os.environ | {"PAGER": "cat"},
+    ).stdout
     for name in ("prepare", "open_prepared", "sample_frames", "transcribe", "render", "score", "ClipRecord"):
         assert re.search(rf"\b{name}\b", out), name
 
@@ -51,8 +56,9 @@ def test_the_cli_and_the_api_give_the_same_manifest(tmp_path):
     from avstack_cli.app import app
     from typer.testing import CliRunner
 
-    res = CliRunner().invoke(app, ["prepare", str(SAMPLES), "--out", str(tmp_path / "cli"), "--lang", "en",
-                                   "--workers", "1"])
+    res = CliRunner().invoke(
+        app, ["prepare", str(SAMPLES), "--out", str(tmp_path / "cli"), "--lang", "en", "--workers", "1"]
+    )
     assert res.exit_code == 0, res.output
     report = avstack.prepare(SAMPLES, tmp_path / "api", lang="en", workers=1)
     assert report.count == 7 and not report.failed
@@ -93,8 +99,13 @@ def site(tmp_path_factory) -> Path:
     if shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("mkdocs is not installed (the dev extra installs it)")
     out = tmp_path_factory.mktemp("site")
-    res = subprocess.run([str(Path(sys.executable).parent / "mkdocs"), "build", "--strict", "--quiet", "-d", str(out)],
-                         cwd=ROOT, capture_output=True, text=True, env=os.environ | {"NO_MKDOCS_2_WARNING": "1"})
+    res = subprocess.run(
+        [str(Path(sys.executable).parent / "mkdocs"), "build", "--strict", "--quiet", "-d", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"NO_MKDOCS_2_WARNING": "1"},
+    )
     assert res.returncode == 0, res.stderr
     return out
 
@@ -102,8 +113,11 @@ def site(tmp_path_factory) -> Path:
 def test_the_site_builds_strict_and_opens_from_file(browser, site):
     from selenium.webdriver.common.by import By
 
-    for page, expect in (("index.html", "A first real ablation"), ("api.html", "sample_frames"),
-                         ("python-api.html", "open_prepared")):
+    for page, expect in (
+        ("index.html", "A first real ablation"),
+        ("api.html", "sample_frames"),
+        ("python-api.html", "open_prepared"),
+    ):
         browser.get((site / page).as_uri())
         assert expect in browser.find_element(By.TAG_NAME, "body").text, page
         errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]

@@ -116,8 +116,9 @@ def test_1_an_echoed_key_reaches_no_file_and_no_console(echo_server, tmp_path):
     # the ablation cache too (no 500 there: ablate's default retries would back off for a minute)
     EchoServer.mode = {clips[1]: "content", clips[2]: "usage"}
     abl = tmp_path / "abl"
-    res = _cli("ablate", str(prep), "--model", "openai:m", "--base-url", url, "--out", str(abl), "--drop", "word_ts",
-               env=env)
+    res = _cli(
+        "ablate", str(prep), "--model", "openai:m", "--base-url", url, "--out", str(abl), "--drop", "word_ts", env=env
+    )
     assert res.returncode == 0 and SECRET not in res.stdout + res.stderr + _texts(abl)
     # a 401 whose body echoes the key: the console line is scrubbed too
     EchoServer.default, EchoServer.mode = "401", {}
@@ -314,9 +315,23 @@ def test_6_workers_die_with_a_killed_prepare(tmp_path):
     for i in range(6):
         synth.write_clip(root / f"c{i}.mp4", synth.ClipSpec(duration_s=4.0, width=640, height=360))
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from avstack_cli.app import main; main()", "prepare", str(root), "--out",
-         str(tmp_path / "out"), "--anchors", "frames", "--fps", "30", "--workers", "2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-c",
+            "from avstack_cli.app import main; main()",
+            "prepare",
+            str(root),
+            "--out",
+            str(tmp_path / "out"),
+            "--anchors",
+            "frames",
+            "--fps",
+            "30",
+            "--workers",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.time() + 60
     while time.time() < deadline and len(_children(proc.pid)) < 2:
@@ -350,8 +365,9 @@ def tiny_disk(tmp_path):
 
 def test_7_a_full_disk_is_one_line_and_nothing_written_is_half(prepared, tiny_disk):
     out = tiny_disk / "run"
-    res = _cli("ablate", str(prepared), "--model", "chance", "--drop", "word_ts", "--drop", "frame_ts",
-               "--out", str(out))
+    res = _cli(
+        "ablate", str(prepared), "--model", "chance", "--drop", "word_ts", "--drop", "frame_ts", "--out", str(out)
+    )
     assert res.returncode == 2, res.stdout + res.stderr
     assert "Traceback" not in res.stderr and "No space left on device" in res.stderr
     assert str(tiny_disk) in res.stderr and len(res.stderr.strip().splitlines()) == 1
@@ -389,8 +405,11 @@ def test_8_non_utf8_annotations_fail_their_folder_only(sample_root, tmp_path):
     assert len(bad) == 1 and "not UTF-8" in bad[0].error["message"] and "指令2" in bad[0].error["message"]
     assert sum(r.ok for r in report.records) == 5
     res = CliRunner().invoke(app, ["ecog", "gt", str(root)])
-    assert res.exit_code == 1 and "not UTF-8" in res.stderr and res.exception is None or isinstance(
-        res.exception, SystemExit
+    assert (
+        res.exit_code == 1
+        and "not UTF-8" in res.stderr
+        and res.exception is None
+        or isinstance(res.exception, SystemExit)
     )
 
 
@@ -508,8 +527,20 @@ def test_11_smaller_things(sample_root, tmp_path):
     bundles, images = _bundles(tmp_path / "b.jsonl"), _images(tmp_path / "img")
     (images / "000000000003.jpg").unlink()
     res = CliRunner().invoke(
-        app, ["run", "--task", "egogap", "--bundles", str(bundles), "--images", str(images), "--model", "oracle",
-              "--out", str(tmp_path / "eg")]
+        app,
+        [
+            "run",
+            "--task",
+            "egogap",
+            "--bundles",
+            str(bundles),
+            "--images",
+            str(images),
+            "--model",
+            "oracle",
+            "--out",
+            str(tmp_path / "eg"),
+        ],
     )
     assert res.exit_code == 0 and "2 items had input errors" in res.output
     # outputs follow the umask like any file

@@ -122,8 +122,11 @@ class ChatServer(JsonHandler):
                 "created": int(time.time()),
                 "model": body.get("model", "m"),
                 "choices": [
-                    {"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": self.answers[clip]}}
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": self.answers[clip]},
+                    }
                 ],
                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
             },
@@ -145,8 +148,11 @@ def test_inspect_eval_scores_each_clip_as_avstack_run_does(prepared, tmp_path, m
     reqs = {r.clip_id: q for r, q in pairs}
     # oracle answers for half the clips, chance for the rest: per-clip scores that differ
     ChatServer.answers = {
-        r.clip_id: (Oracle().answer(None, {"eval_gt": r.eval_gt, "width": r.width, "height": r.height}).text
-                    if i % 2 == 0 else Chance(seed=3).answer(reqs[r.clip_id]).text)
+        r.clip_id: (
+            Oracle().answer(None, {"eval_gt": r.eval_gt, "width": r.width, "height": r.height}).text
+            if i % 2 == 0
+            else Chance(seed=3).answer(reqs[r.clip_id]).text
+        )
         for i, r in enumerate(recs)
     }
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), ChatServer)
@@ -159,8 +165,10 @@ def test_inspect_eval_scores_each_clip_as_avstack_run_does(prepared, tmp_path, m
             stack = make_stack("full", drop)
             out = tmp_path / f"run-{stack.name}"
             run(prep, backend_for("ecog", "openai:m", base_url=url), stack, out, RunSettings(concurrency=2))
-            ours = {c["video_name"]: {k: c[k] for k in ("acc_cls", "acc_s", "acc_t", "acc_eco", "acc_seq")}
-                    for c in score_run(prep, out)["per_clip"]}
+            ours = {
+                c["video_name"]: {k: c[k] for k in ("acc_cls", "acc_s", "acc_t", "acc_eco", "acc_seq")}
+                for c in score_run(prep, out)["per_clip"]
+            }
             logs = inspect_eval(
                 "avstack/ecog",
                 model="openai-api/avlocal/m",
@@ -188,10 +196,20 @@ def test_videoqa_in_inspect_scores_each_question_as_avstack_run_does(tmp_path, m
     root.mkdir()
     for name, red in RED.items():
         _write_clip(root / name, red, np.zeros(8 * 16000, np.float32))
-    rows = [{"id": f"{n}-when", "video": n, "question": "When is the red square on screen?", "answer_span": list(r)}
-            for n, r in RED.items()]
-    rows += [{"id": f"{n}-colour", "video": n, "question": "What colour is the square?",
-              "options": ["blue", "red"], "answer": "red"} for n in RED]
+    rows = [
+        {"id": f"{n}-when", "video": n, "question": "When is the red square on screen?", "answer_span": list(r)}
+        for n, r in RED.items()
+    ]
+    rows += [
+        {
+            "id": f"{n}-colour",
+            "video": n,
+            "question": "What colour is the square?",
+            "options": ["blue", "red"],
+            "answer": "red",
+        }
+        for n in RED
+    ]
     questions = tmp_path / "q.jsonl"
     questions.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     prep = tmp_path / "prep"
@@ -205,20 +223,41 @@ def test_videoqa_in_inspect_scores_each_question_as_avstack_run_does(tmp_path, m
     try:
         for drop in ([], ["frame_ts"]):
             out = tmp_path / f"run{len(drop)}"
-            args = ["run", str(prep), "--task", "videoqa", "--questions", str(questions), "--model", "openai:reader",
-                    "--base-url", url, "--out", str(out), *sum((["--drop", d] for d in drop), [])]
+            args = [
+                "run",
+                str(prep),
+                "--task",
+                "videoqa",
+                "--questions",
+                str(questions),
+                "--model",
+                "openai:reader",
+                "--base-url",
+                url,
+                "--out",
+                str(out),
+                *sum((["--drop", d] for d in drop), []),
+            ]
             res = CliRunner().invoke(app, args)
             assert res.exit_code == 0, res.output
             import csv
 
-            ours = {r["item_id"]: (float(r["correct"]), float(r["iou"] or 0))
-                    for r in csv.DictReader((out / "per_item.csv").read_text().splitlines())}
-            logs = inspect_eval("avstack/videoqa", model="openai-api/avlocal/reader",
-                                task_args={"prepared": str(prep), "questions": str(questions), "drop": ",".join(drop)},
-                                log_dir=str(tmp_path / "logs"), display="none")
+            ours = {
+                r["item_id"]: (float(r["correct"]), float(r["iou"] or 0))
+                for r in csv.DictReader((out / "per_item.csv").read_text().splitlines())
+            }
+            logs = inspect_eval(
+                "avstack/videoqa",
+                model="openai-api/avlocal/reader",
+                task_args={"prepared": str(prep), "questions": str(questions), "drop": ",".join(drop)},
+                log_dir=str(tmp_path / "logs"),
+                display="none",
+            )
             assert logs[0].status == "success", logs[0].error
-            theirs = {s.id: (s.scores["videoqa_scorer"].value["correct"], s.scores["videoqa_scorer"].value["iou"])
-                      for s in logs[0].samples}
+            theirs = {
+                s.id: (s.scores["videoqa_scorer"].value["correct"], s.scores["videoqa_scorer"].value["iou"])
+                for s in logs[0].samples
+            }
             assert theirs == ours and len(ours) == 4
         assert sum(c for c, _ in ours.values()) == 2  # without frame times only the colour questions are right
     finally:

@@ -30,6 +30,7 @@ def _imports(path: Path) -> list[str]:
 
 def test_core_modules_never_import_tasks():
     assert len(CORE) > 15
+
     def of_tasks(name: str) -> bool:
         return name == "avstack.tasks" or name.startswith("avstack.tasks.")
 

@@ -66,8 +66,9 @@ def test_frame_tags_parse_back(ts):
 @pytest.mark.parametrize("fmt", ["json", "srt", "inline"])
 def test_word_blocks_parse_back(fmt):
     words = RECORD["asr"]["words"]
-    back = parse_words(fmt, words_block(fmt, "put this there", [{k: w[k] for k in ("text", "begin_time", "end_time")}
-                                                                for w in words]))
+    back = parse_words(
+        fmt, words_block(fmt, "put this there", [{k: w[k] for k in ("text", "begin_time", "end_time")} for w in words])
+    )
     assert [w["text"] for w in back] == ["put", "this", "there"]
     assert [w["begin_time"] for w in back] == [100, 320, 700]
     if fmt != "inline":
@@ -154,8 +155,18 @@ def test_a_user_prompt_folder_end_to_end_through_run_and_export(prepared, user_p
         out = tmp_path / "run"
         res = CliRunner().invoke(
             app,
-            ["run", str(prep), "--model", "openai:m", "--base-url", f"http://127.0.0.1:{httpd.server_port}/v1",
-             "--prompt", str(user_prompts), "--out", str(out)],
+            [
+                "run",
+                str(prep),
+                "--model",
+                "openai:m",
+                "--base-url",
+                f"http://127.0.0.1:{httpd.server_port}/v1",
+                "--prompt",
+                str(user_prompts),
+                "--out",
+                str(out),
+            ],
         )
     finally:
         httpd.shutdown()
@@ -208,8 +219,10 @@ def test_ablate_over_time_formats(prepared, tmp_path):
         app, ["ablate", str(prepared), "--model", "deixis", "--ts-format", "ms,index,overlay", "--out", str(out)]
     )
     assert res.exit_code == 0, res.output
-    scores = {s: json.loads((out / s / "score.json").read_text())["overall"]["acc_t"]
-              for s in ("full", "full@index", "full@overlay")}
+    scores = {
+        s: json.loads((out / s / "score.json").read_text())["overall"]["acc_t"]
+        for s in ("full", "full@index", "full@overlay")
+    }
     assert scores["full@overlay"] == scores["full"]  # the baseline reads the burned-in times
     assert scores["full@index"] < scores["full"]  # frame numbers alone: the clip's span is lost
     assert "deixis full@index" in res.output and "Prompts (template sha256)" in (out / "report.md").read_text()

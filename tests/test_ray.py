@@ -84,8 +84,9 @@ def test_a_killed_worker_is_retried_and_nothing_is_duplicated(cluster, tmp_path)
     result: dict = {}
 
     def go():
-        result["report"] = prepare(SAMPLES, tmp_path / "out", PrepareSettings(lang="en"), layouts=LAYOUTS,
-                                   executor="ray")
+        result["report"] = prepare(
+            SAMPLES, tmp_path / "out", PrepareSettings(lang="en"), layouts=LAYOUTS, executor="ray"
+        )
 
     thread = threading.Thread(target=go)
     thread.start()
@@ -108,8 +109,21 @@ def test_a_killed_worker_is_retried_and_nothing_is_duplicated(cluster, tmp_path)
 
 def test_a_killed_driver_reruns_from_the_cache(cluster, tmp_path):
     out = tmp_path / "out"
-    cmd = [sys.executable, "-c", "from avstack_cli.app import main; main()", "prepare", str(SAMPLES), "--out",
-           str(out), "--lang", "en", "--executor", "ray", "--ray-address", cluster.address]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from avstack_cli.app import main; main()",
+        "prepare",
+        str(SAMPLES),
+        "--out",
+        str(out),
+        "--lang",
+        "en",
+        "--executor",
+        "ray",
+        "--ray-address",
+        cluster.address,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     index = out / "cache" / "frames"
@@ -154,8 +168,9 @@ def test_ray_workers_write_the_export_shards(cluster, tmp_path):
 
 
 def test_a_clip_that_kills_every_worker_is_recorded_and_the_job_finishes(cluster, poison_root, tmp_path):
-    report = prepare(poison_root, tmp_path / "out", PrepareSettings(anchors=("frames",)), layouts=LAYOUTS,
-                     executor="ray")
+    report = prepare(
+        poison_root, tmp_path / "out", PrepareSettings(anchors=("frames",)), layouts=LAYOUTS, executor="ray"
+    )
     recs = _records(tmp_path / "out")
     assert report.count == len(recs) == 7 and [r.clip_id for r in report.failed] == ["指令2/l2_pick.mp4"]
     err = recs["指令2/l2_pick.mp4"]["error"]

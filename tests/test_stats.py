@@ -149,9 +149,7 @@ def test_per_item_and_delta_files_of_a_report(prepared, tmp_path):
     assert len(per_item) == 8
     delta = (out / "delta.csv").read_text().splitlines()
     assert delta[0] == "run,baseline,group,metric,value,baseline_value,delta,ci_low,ci_high,p_value,p_holm,mde,n"
-    overall = next(
-        dict(zip(delta[0].split(","), x.split(","))) for x in delta if ",overall,acc_t," in x
-    )
+    overall = next(dict(zip(delta[0].split(","), x.split(","))) for x in delta if ",overall,acc_t," in x)
     score = json.loads((out / "full-no_word_ts" / "score.json").read_text())
     base = json.loads((out / "full" / "score.json").read_text())
     want = 100 * (score["overall"]["acc_t"] - base["overall"]["acc_t"])

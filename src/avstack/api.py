@@ -148,18 +148,26 @@ def transcribe(
     language: str = "auto",
     device: str = "auto",
     refine: bool = True,
+    aligner: str = "auto",
 ) -> Transcript:
     """Words with times in ms (`Transcript.words`: text, begin_ms, end_ms, prob) from 16 kHz mono
     float32 samples, or from a media file's heard audio track placed on the clip's clock (so the
     times match `sample_frames`). `model`: tiny.en and base work offline; any faster-whisper name
-    or folder. `language` auto detects (English for a .en model)."""
+    or folder. `language` auto detects (English for a .en model). `aligner`: the model whose
+    cross-attention times the words (auto: base for a tiny model when installed; self)."""
     import numpy as np
 
     from . import media
-    from .asr import AsrSettings, Transcript, language_setting
+    from .asr import AsrSettings, Transcript, aligner_setting, language_setting
     from .asr import transcribe as run_asr
 
-    settings = AsrSettings(model=model, device=device, language=language_setting(language, None, model), refine=refine)
+    settings = AsrSettings(
+        model=model,
+        device=device,
+        language=language_setting(language, None, model),
+        refine=refine,
+        aligner=aligner_setting(aligner, model),
+    )
     if isinstance(audio_or_video, np.ndarray):
         return run_asr(audio_or_video.astype(np.float32, copy=False), settings)
     path = Path(audio_or_video)

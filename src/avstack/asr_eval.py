@@ -194,9 +194,7 @@ def evaluate(
     return head | {"vad": settings.vad} | row | {"repetition_loops_cut": loops}
 
 
-def summarize(
-    cases: list[Case], hyps: list[list[asr.Word]], noise_words: int, rtf: float
-) -> dict[str, Any]:
+def summarize(cases: list[Case], hyps: list[list[asr.Word]], noise_words: int, rtf: float) -> dict[str, Any]:
     """The harness's figures for words `hyps` (one list per case): recognition, edge errors
     (begin and end apart), signed bias, and the words' confidence against whether they were right
     (`reliability`: per probability bin, how many words and the share that were recognized)."""
@@ -295,8 +293,13 @@ def festival_utterance(text: str, voice: str) -> tuple[np.ndarray, list[dict[str
     for line in out.splitlines():
         parts = line.split()
         if len(parts) == 3:
-            words.append({"text": parts[0], "begin_time": round(float(parts[1]) * 1000),
-                          "end_time": round(float(parts[2]) * 1000)})
+            words.append(
+                {
+                    "text": parts[0],
+                    "begin_time": round(float(parts[1]) * 1000),
+                    "end_time": round(float(parts[2]) * 1000),
+                }
+            )
     audio = synth._resample(audio if audio.ndim == 1 else audio.mean(axis=1), sr, asr.RATE)
     return audio / max(1e-6, float(np.abs(audio).max())) * 0.6, words
 
@@ -326,6 +329,7 @@ def connected_case(seed: int, voice: str, noise_level: float = 0.004, echo: bool
         audio = _room(audio, nrng)
     audio = (audio + noise_level * nrng.standard_normal(len(audio))).astype(np.float32)
     shift = round(lead * 1000 / asr.RATE)
-    truth = [{"text": w["text"], "begin_time": w["begin_time"] + shift, "end_time": w["end_time"] + shift}
-             for w in words]
+    truth = [
+        {"text": w["text"], "begin_time": w["begin_time"] + shift, "end_time": w["end_time"] + shift} for w in words
+    ]
     return Case("en", audio, truth, seed)

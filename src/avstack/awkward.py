@@ -71,23 +71,43 @@ def _cases(a: Path, a_short: Path, a_long: Path, a_late_beep: Path) -> dict[str,
         "mpegts.ts": (_video() + _audio(a), h264 + ["-c:a", "mp2"], 0.0),
         "matroska.mkv": (_video() + _audio(a, 0.25), h264 + ["-c:a", "flac"], 0.25),
         "vp9_opus.webm": (
-            _video() + _audio(a), ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-c:a", "libopus"], 0.0
+            _video() + _audio(a),
+            ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-c:a", "libopus"],
+            0.0,
         ),
         "pts_offset.mp4": (_video() + _audio(a), h264 + ["-c:a", "aac", "-output_ts_offset", "0.7"], 0.0),
         "bframes_no_editlist.mp4": (
-            _video() + _audio(a), h264 + ["-bf", "3", "-c:a", "aac", "-use_editlist", "0"], 0.0
+            _video() + _audio(a),
+            h264 + ["-bf", "3", "-c:a", "aac", "-use_editlist", "0"],
+            0.0,
         ),
         "stereo_44k.mp4": (_video() + _audio(a), h264 + ["-c:a", "aac", "-ar", "44100", "-ac", "2"], 0.0),
         "ntsc.mp4": (_video(rate="30000/1001") + _audio(a), h264 + ["-c:a", "aac"], 0.0),
-        "vfr.mp4": (_video() + _audio(a), h264 + ["-vf", "select='not(between(n,5,14))'", "-fps_mode", "vfr",
-                                                    "-c:a", "aac"], 0.0),
+        "vfr.mp4": (
+            _video() + _audio(a),
+            h264 + ["-vf", "select='not(between(n,5,14))'", "-fps_mode", "vfr", "-c:a", "aac"],
+            0.0,
+        ),
         "audio_longer.mp4": (_video(d=2) + _audio(a_long), h264 + ["-c:a", "aac"], 0.0),
         "audio_shorter.mp4": (_video() + _audio(a_short), h264 + ["-c:a", "aac"], 0.0),
         # two audio tracks, the second marked default: a player plays its beep (at 2.0 s)
         "two_tracks.mkv": (
             _video() + _audio(a_short) + _audio(a_late_beep),
-            ["-map", "0", "-map", "1", "-map", "2", *h264, "-c:a", "aac",
-             "-disposition:a:0", "0", "-disposition:a:1", "default"],
+            [
+                "-map",
+                "0",
+                "-map",
+                "1",
+                "-map",
+                "2",
+                *h264,
+                "-c:a",
+                "aac",
+                "-disposition:a:0",
+                "0",
+                "-disposition:a:1",
+                "default",
+            ],
             0.5,  # the default track's beep is 0.5 s later in its own time
         ),
     }
@@ -96,9 +116,19 @@ def _cases(a: Path, a_short: Path, a_long: Path, a_late_beep: Path) -> dict[str,
 def ffprobe_starts(path: Path) -> dict[str, float]:
     """ffprobe's start times: the file's (`format`) and each stream kind's first."""
     out = subprocess.run(
-        ["ffprobe", "-v", "error", "-show_entries", "stream=codec_type,start_time:format=start_time",
-         "-of", "json", str(path)],
-        capture_output=True, text=True, check=True,
+        [
+            "ffprobe",
+            "-v",
+            "error",
+            "-show_entries",
+            "stream=codec_type,start_time:format=start_time",
+            "-of",
+            "json",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     info = json.loads(out)
     starts = {"format": float(info["format"].get("start_time", 0))}
@@ -110,9 +140,21 @@ def ffprobe_starts(path: Path) -> dict[str, float]:
 def ffprobe_frame_times(path: Path) -> list[float]:
     """Presentation times (s) of the video frames ffprobe presents (edit lists applied)."""
     out = subprocess.run(
-        ["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries", "frame=pts_time", "-of", "csv=p=0",
-         str(path)],
-        capture_output=True, text=True, check=True,
+        [
+            "ffprobe",
+            "-v",
+            "error",
+            "-select_streams",
+            "v",
+            "-show_entries",
+            "frame=pts_time",
+            "-of",
+            "csv=p=0",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return sorted(float(x.split(",")[0]) for x in out.split() if x.split(",")[0])
 

@@ -75,8 +75,9 @@ def compare_runs(
         for group, members in groups_of(ids, base.rows, group_columns):
             clusters = [str(base.rows[i].get(cluster)) for i in members] if cluster else None
             for m in metrics:
-                d = paired_delta([run.rows[i][m] for i in members], [base.rows[i][m] for i in members], clusters,
-                                 seed=seed)
+                d = paired_delta(
+                    [run.rows[i][m] for i in members], [base.rows[i][m] for i in members], clusters, seed=seed
+                )
                 out.append(
                     {
                         "run": run.label,

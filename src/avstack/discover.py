@@ -14,8 +14,27 @@ from .manifest import ClipRecord
 
 # the containers people keep video in that FFmpeg demuxes (others: prepare --include GLOB)
 VIDEO_SUFFIXES = (
-    ".mp4", ".mov", ".m4v", ".mkv", ".webm", ".avi", ".ts", ".m2ts", ".mts", ".mpg", ".mpeg", ".flv",
-    ".3gp", ".3g2", ".wmv", ".asf", ".ogv", ".mxf", ".vob", ".f4v", ".divx",
+    ".mp4",
+    ".mov",
+    ".m4v",
+    ".mkv",
+    ".webm",
+    ".avi",
+    ".ts",
+    ".m2ts",
+    ".mts",
+    ".mpg",
+    ".mpeg",
+    ".flv",
+    ".3gp",
+    ".3g2",
+    ".wmv",
+    ".asf",
+    ".ogv",
+    ".mxf",
+    ".vob",
+    ".f4v",
+    ".divx",
 )
 
 
@@ -80,8 +99,11 @@ def is_video_name(path: Path, include: Sequence[str] = ()) -> bool:
 
 def _visible_files(root: Path) -> list[Path]:
     """Files below root, hidden files and folders (.cache, .DS_Store, ...) left out."""
-    return [p for p in sorted(root.rglob("*")) if p.is_file() and not any(
-        part.startswith(".") for part in p.relative_to(root).parts)]
+    return [
+        p
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    ]
 
 
 def plain_jobs(root: Path, include: Sequence[str] = ()) -> list[ClipJob]:

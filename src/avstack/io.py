@@ -78,10 +78,17 @@ def _wav_header(n_samples: int, rate: int) -> bytes:
     fact = struct.pack("<I", n_samples)
     riff = 4 + (8 + len(fmt)) + (8 + len(fact)) + (8 + data)
     return (
-        b"RIFF" + struct.pack("<I", riff) + b"WAVE"
-        + b"fmt " + struct.pack("<I", len(fmt)) + fmt
-        + b"fact" + struct.pack("<I", len(fact)) + fact
-        + b"data" + struct.pack("<I", data)
+        b"RIFF"
+        + struct.pack("<I", riff)
+        + b"WAVE"
+        + b"fmt "
+        + struct.pack("<I", len(fmt))
+        + fmt
+        + b"fact"
+        + struct.pack("<I", len(fact))
+        + fact
+        + b"data"
+        + struct.pack("<I", data)
     )
 
 

@@ -64,6 +64,9 @@ class PrepareSettings:
     asr_batch: int = 16  # clips per batch when batched
     asr_refine: bool = True  # snap word edges to speech-energy edges (see benchmarks/asr_timing.py)
     asr_threads: int = 1  # CPU threads of one transcription: fixed, so words never depend on workers or cores
+    # the model whose cross-attention times the words: auto (base for a tiny model when base is
+    # here), self (the transcriber's own times) or a model name (asr.align)
+    asr_aligner: str = "auto"
     audio_track: int | None = None  # the audio track heard (0 = first); None: the default-marked one
 
     def frame_key(self, video_sha: str) -> str:
@@ -203,6 +206,8 @@ def _asr_settings(job: ClipJob, s: PrepareSettings) -> Any:
         vad=s.asr_vad,
         refine=s.asr_refine,
         threads=s.asr_threads,
+        # resolved here, so the cache key names the model that timed the words
+        aligner=asr.aligner_setting(s.asr_aligner, s.asr_model),
     )
 
 

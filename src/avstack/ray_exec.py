@@ -100,8 +100,11 @@ def _prepare_row(
         rec = crashed_record(job, crash_message(deaths))
     else:
         rec = log.run(lambda: prepare_clip(job, pickle.loads(settings), Path(out)))
-    out_row = {"clip_id": rec.clip_id, "record": json.dumps(rec.to_json(), ensure_ascii=False),
-               "cache_hit": rec.cache_hit}
+    out_row = {
+        "clip_id": rec.clip_id,
+        "record": json.dumps(rec.to_json(), ensure_ascii=False),
+        "cache_hit": rec.cache_hit,
+    }
     return out_row | ({"job": row["job"]} if keep_job else {})
 
 

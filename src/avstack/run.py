@@ -192,9 +192,7 @@ def run_items(
             key = request_key(bid, item.request)
             hit = cache.get(key)
             if hit is None:
-                text, usage, error, attempts = ask_with_retries(
-                    backend, item.request, item.truth, s, scrubber=scrubber
-                )
+                text, usage, error, attempts = ask_with_retries(backend, item.request, item.truth, s, scrubber=scrubber)
                 if is_final(error):
                     cache.put(key, {"raw": text, "usage": usage, "error": error})
             else:

@@ -85,7 +85,7 @@ def esc(value: object) -> str:
 
 def page(title: str, body: str) -> str:
     return (
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{esc(title)}</title><style>{CSS}</style><script>{JS}</script></head>"
         f"<body>{body}</body></html>\n"
     )

@@ -20,8 +20,10 @@ WORD_TS_FORMATS = ("json", "srt", "inline")
 _PARSE = {
     "ms": (re.compile(r"^<timestamp_ms>(\d+)$"), lambda m: int(m.group(1))),
     "seconds": (re.compile(r"^<t=(\d+(?:\.\d+)?)s>$"), lambda m: round(float(m.group(1)) * 1000)),
-    "mmss": (re.compile(r"^(\d+):(\d{2})\.(\d{3})$"),
-             lambda m: int(m.group(1)) * 60000 + int(m.group(2)) * 1000 + int(m.group(3))),
+    "mmss": (
+        re.compile(r"^(\d+):(\d{2})\.(\d{3})$"),
+        lambda m: int(m.group(1)) * 60000 + int(m.group(2)) * 1000 + int(m.group(3)),
+    ),
     "qwen": (re.compile(r"^<(\d+(?:\.\d+)?) seconds>$"), lambda m: round(float(m.group(1)) * 1000)),
 }
 

@@ -5,6 +5,7 @@ refine: speech energy and word-edge refinement · whisper: transcription (one cl
 a file) · packing: several short clips in one window · types: settings, words, transcripts.
 """
 
+from .align import aligner_setting, realign
 from .models import BUNDLED, load_model, pick_device, resolve_model
 from .packing import PACK_GAP_S, PACK_WINDOW_S, _clips_of, interleave, packed_seconds, plan_packs, transcribe_packed
 from .refine import refine_edges, snap_to_regions, speech_present, voiced_regions
@@ -24,6 +25,7 @@ __all__ = [
     "Transcript",
     "Word",
     "_clips_of",
+    "aligner_setting",
     "clean_token",
     "collapse_repeats",
     "group_chinese",
@@ -34,6 +36,7 @@ __all__ = [
     "load_model",
     "pick_device",
     "plan_packs",
+    "realign",
     "refine_edges",
     "resolve_model",
     "runtime_of",

@@ -90,7 +90,9 @@ def cpu_dispatch(model_path: str, compute_type: str) -> dict[str, str]:
     try:
         proc = subprocess.run(
             [sys.executable, "-c", _PROBE, model_path, compute_type],
-            capture_output=True, text=True, timeout=120,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         found = _parse_dispatch(proc.stdout + proc.stderr)
     except (OSError, subprocess.SubprocessError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-ASR_VERSION = 1  # bump when post-processing changes, so cached ASR is recomputed
+ASR_VERSION = 2  # bump when post-processing changes, so cached ASR is recomputed
 
 
 RATE = 16_000
@@ -20,6 +20,9 @@ class AsrSettings:
     vad: bool = True
     simplified: bool = True  # Chinese in simplified characters
     refine: bool = True  # snap word edges to speech-energy edges (benchmarks/asr_timing.py)
+    # the model whose cross-attention times the words (asr.align): "auto" (base for a tiny model
+    # when base is on this machine), "self" (the transcriber's own times) or a model name
+    aligner: str = "auto"
     # CPU threads of one transcription: fixed, so results never depend on the worker count or
     # the machine's cores (clips run side by side for speed; see asr.runtime)
     threads: int = 1

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from .align import aligner_setting, realign
 from .models import SAMPLED, SEED_LOCK, load_model, replicas, seeded_model
 from .refine import bound_to_speech, pull_into_speech, snap_to_regions, speech_present, voiced_regions
 from .runtime import runtime_of
@@ -44,9 +46,16 @@ def _finish(
     s: AsrSettings,
     regions: list[tuple[int, int]] | None = None,
 ) -> Transcript:
-    """The guards every transcript goes through: script, grouping, clamping, loops, edges
-    (snapped to `regions`, the clip's voiced regions, found here when not given)."""
+    """The guards every transcript goes through: times from the aligner (on this clip's own
+    audio), script, grouping, clamping, loops, edges (snapped to `regions`, the clip's voiced
+    regions, found here when not given)."""
     duration_ms = int(len(samples) * 1000 / RATE)
+    s = replace(s, aligner=aligner_setting(s.aligner, s.model))
+    if s.aligner != "self" and words:
+        try:
+            words = realign(words, samples, s.aligner, language, s.device, s.threads)
+        except Exception as exc:  # noqa: BLE001 - the transcriber's own times still stand
+            dropped.append(f"aligner {s.aligner} failed ({type(exc).__name__}: {exc}); own times kept")
     if language == "zh":
         if s.simplified:
             words = [Word(to_simplified(w.text), w.begin_ms, w.end_ms, w.prob) for w in words]
@@ -83,9 +92,7 @@ def _silent_apart(
 ) -> tuple[list[Transcript | None], list[int]]:
     """Empty transcripts for clips without speech energy (they never reach Whisper); the indices
     of the others, still to transcribe."""
-    out: list[Transcript | None] = [
-        None if speech_present(c) else _empty(s, lang, "no speech energy") for c in clips
-    ]
+    out: list[Transcript | None] = [None if speech_present(c) else _empty(s, lang, "no speech energy") for c in clips]
     return out, [i for i, t in enumerate(out) if t is None]
 
 

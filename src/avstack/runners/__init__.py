@@ -21,9 +21,7 @@ def _pick(options: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any
     return {k: v for k, v in options.items() if k in allowed}
 
 
-def make_backend(
-    spec: str, baselines: Mapping[str, Callable[[str], Backend]] | None = None, **options: Any
-) -> Backend:
+def make_backend(spec: str, baselines: Mapping[str, Callable[[str], Backend]] | None = None, **options: Any) -> Backend:
     """`openai:MODEL`, `gemini:MODEL`, `hf:MODEL`, `replay:PATH`, or one of `baselines` (a task's
     offline baselines by name, each made from the text after the colon)."""
     kind, _, name = spec.partition(":")

@@ -123,6 +123,13 @@ def cue_section(cues: list[str], plan: list[Subset], runs: Mapping[Stack, Run], 
         " with a 95% bootstrap CI (10,000 resamples of the clips, the same for every subset);"
         " `frame_ts x word_ts`: v(both) - v(no frame_ts) - v(no word_ts) + v(neither), the others present.",
         "",
-        *(["Impossible subsets (a cue kept without the cue it lives in) are the requests of a possible"
-           " one and reuse its run: " + "; ".join(same) + ".", ""] if same else []),
+        *(
+            [
+                "Impossible subsets (a cue kept without the cue it lives in) are the requests of a possible"
+                " one and reuse its run: " + "; ".join(same) + ".",
+                "",
+            ]
+            if same
+            else []
+        ),
     ]

@@ -63,8 +63,11 @@ def seen_frame_times(shown: dict[str, Any]) -> list[int]:
 
 def seen_span_ms(shown: dict[str, Any]) -> int:
     """How long the clip looks: the last frame time shown, else the last word, else a default."""
-    ends = [int(w.get("end_time", w.get("begin_time"))) for w in shown["words"]
-            if isinstance(w.get("end_time", w.get("begin_time")), int)]
+    ends = [
+        int(w.get("end_time", w.get("begin_time")))
+        for w in shown["words"]
+        if isinstance(w.get("end_time", w.get("begin_time")), int)
+    ]
     return max(seen_frame_times(shown) + ends, default=0) or DEFAULT_SPAN_MS
 
 

@@ -12,6 +12,7 @@ from .validate import eval_gt_problem, masks_problem
 INSTRUCTIONS = tuple(f"指令{i}" for i in range(1, 7))
 LEVEL_OF = {"指令1": "L1", "指令2": "L2", "指令3": "L3", "指令4": "L3", "指令5": "L4", "指令6": "L4"}
 
+
 def referents(eval_gt: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The scored answers of a clip's eval_gt: objects with a choice, in order."""
     return [a for a in (eval_gt or {}).get("answer", []) if isinstance(a, dict) and a.get("choice")]

@@ -43,6 +43,7 @@ class EcogOptions:
         if self.asr_source not in ASR_SOURCES:
             raise ValueError(f"asr source must be whisper or source; found {self.asr_source!r}")
 
+
 BUILTIN = Path(__file__).with_name("prompts")  # en/ and zh/: system.j2, user.j2
 
 
@@ -157,19 +158,30 @@ def _image_path(record: ClipRecord, k: int, stack: Stack, prepared_dir: str) -> 
     return f.path
 
 
-def shown(record: ClipRecord, stack: Stack, variables: dict[str, Any], frames: list[dict[str, Any]],
-          images: list[str], prepared_dir: str) -> dict[str, Any]:
+def shown(
+    record: ClipRecord,
+    stack: Stack,
+    variables: dict[str, Any],
+    frames: list[dict[str, Any]],
+    images: list[str],
+    prepared_dir: str,
+) -> dict[str, Any]:
     """What the request shows, as a model reads it, for the offline baselines: the option letters,
     the referent roles of the guidance line, the frame times the tags tell (parsed back in their
     format; none for `index`), the overlaid images to read (overlay), and the timed words parsed
     back from the ASR block in its format."""
-    letters = [m.group(1) for c in variables["object_choices"] + variables["space_choices"]
-               if (m := _OPTION.match(c.strip()))]
+    letters = [
+        m.group(1) for c in variables["object_choices"] + variables["space_choices"] if (m := _OPTION.match(c.strip()))
+    ]
     stamps = [t for f in frames if f["tag"] and (t := parse_frame_tag(stack.ts_format, f["tag"])) is not None]
-    overlaid = ([str(Path(prepared_dir) / p) for p in images]
-                if stack.ts_format == "overlay" and stack.has("frame_ts") else [])
-    words = (parse_words(stack.word_ts_format, variables["asr_block"])
-             if variables["asr_shown"] and variables["word_times"] else [])
+    overlaid = (
+        [str(Path(prepared_dir) / p) for p in images] if stack.ts_format == "overlay" and stack.has("frame_ts") else []
+    )
+    words = (
+        parse_words(stack.word_ts_format, variables["asr_block"])
+        if variables["asr_shown"] and variables["word_times"]
+        else []
+    )
     return {
         "objects": [c for c in letters if c.isupper()],
         "spaces": [c for c in letters if c.islower()],

@@ -14,24 +14,48 @@ from .prompt import EcogOptions, build_request, prompt_set
 
 # What a template receives (README: "Prompt templates"); `part` and `frames[].image` are markers.
 VARIABLES = {
-    "lang", "coord_order", "task_template", "stack", "anchors", "ts_format", "word_ts_format",
-    "object_choices", "space_choices", "instruction", "silent", "asr", "asr_shown", "word_times",
-    "asr_block", "visual", "part", "frames", "last_shown",
+    "lang",
+    "coord_order",
+    "task_template",
+    "stack",
+    "anchors",
+    "ts_format",
+    "word_ts_format",
+    "object_choices",
+    "space_choices",
+    "instruction",
+    "silent",
+    "asr",
+    "asr_shown",
+    "word_times",
+    "asr_block",
+    "visual",
+    "part",
+    "frames",
+    "last_shown",
 }
 SAMPLE = Path(__file__).resolve().parents[4] / "samples" / "ecog_en" / "指令3"
 
 
 FALLBACK = {  # the sample set's 指令3 clip, for installs without the repository's samples/
     "video_name": "l3_put.MOV",
-    "asr_result": {"text": "put this over there", "words": [
-        {"text": "put", "begin_time": 400, "end_time": 687},
-        {"text": "this", "begin_time": 900, "end_time": 1265},
-        {"text": "over", "begin_time": 1900, "end_time": 2340},
-        {"text": "there", "begin_time": 2500, "end_time": 2900},
-    ]},
-    "eval_gt": {"object_choices": ["A. red cup", "B. blue box"], "space_choices": ["a. left", "b. right"],
-                "answer": [{"choice": "B", "stroke_begin_time": 700, "stroke_end_time": 1560, "points": [500, 500]},
-                           {"choice": "a", "stroke_begin_time": 2300, "stroke_end_time": 3200, "points": [600, 300]}]},
+    "asr_result": {
+        "text": "put this over there",
+        "words": [
+            {"text": "put", "begin_time": 400, "end_time": 687},
+            {"text": "this", "begin_time": 900, "end_time": 1265},
+            {"text": "over", "begin_time": 1900, "end_time": 2340},
+            {"text": "there", "begin_time": 2500, "end_time": 2900},
+        ],
+    },
+    "eval_gt": {
+        "object_choices": ["A. red cup", "B. blue box"],
+        "space_choices": ["a. left", "b. right"],
+        "answer": [
+            {"choice": "B", "stroke_begin_time": 700, "stroke_end_time": 1560, "points": [500, 500]},
+            {"choice": "a", "stroke_begin_time": 2300, "stroke_end_time": 3200, "points": [600, 300]},
+        ],
+    },
 }
 
 
@@ -44,9 +68,17 @@ def sample_record(folder: Path = SAMPLE) -> ClipRecord:
         ann, gt = FALLBACK, FALLBACK["eval_gt"]
     frames = tuple(FrameRef(15 * k, 500 * k, f"frames/sample/{k:06d}.jpg") for k in range(8))
     return ClipRecord(
-        clip_id=f"{folder.name}/{ann['video_name']}", video=ann["video_name"], task_template=folder.name,
-        lang="en", width=640, height=360, duration_ms=4000, frames=frames, last_frame=frames[-1],
-        asr=ann.get("asr_result"), eval_gt=gt,
+        clip_id=f"{folder.name}/{ann['video_name']}",
+        video=ann["video_name"],
+        task_template=folder.name,
+        lang="en",
+        width=640,
+        height=360,
+        duration_ms=4000,
+        frames=frames,
+        last_frame=frames[-1],
+        asr=ann.get("asr_result"),
+        eval_gt=gt,
     )
 
 

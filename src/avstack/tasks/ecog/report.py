@@ -78,8 +78,9 @@ def delta_table(runs: list[Run], deltas: list[dict[str, Any]]) -> tuple[list[str
     for i, (label, _, js) in enumerate(runs):
         for group, agg in level_table(js).items():
             if i == 0:
-                rows.append([label, group, _pct(agg["acc_t"]), "baseline", _pct(agg["acc_eco"]), "baseline",
-                             str(agg["count"])])
+                rows.append(
+                    [label, group, _pct(agg["acc_t"]), "baseline", _pct(agg["acc_eco"]), "baseline", str(agg["count"])]
+                )
                 continue
             dt, de = by_key.get((label, group, "acc_t")), by_key.get((label, group, "acc_eco"))
             mde = f" ({dt['mde']:.1f} / {de['mde']:.1f})" if dt and de and agg["count"] > 1 else ""
@@ -112,8 +113,11 @@ def write_report(
         "",
         f"Baseline: `{runs[0][0]}`",
         "",
-        *([f"Prompts (template sha256): {', '.join(f'`{k}` {v[:12]}' for k, v in prompts.items())}", ""]
-          if prompts else []),
+        *(
+            [f"Prompts (template sha256): {', '.join(f'`{k}` {v[:12]}' for k, v in prompts.items())}", ""]
+            if prompts
+            else []
+        ),
         "## Δ table (paper Table 4 style)",
         "",
         markdown_table(header, rows),

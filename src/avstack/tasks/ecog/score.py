@@ -38,8 +38,12 @@ class EcogResult:
         """One row per clip: its metrics (0..1) and the columns it can be grouped or clustered by."""
         return {
             sc.clip.video_name: {m: getattr(sc.score, m) for m in METRICS}
-            | {"task_template": sc.clip.task_template, "level": sc.clip.level, "scene": sc.clip.scene or "",
-               "lang": sc.clip.lang or ""}
+            | {
+                "task_template": sc.clip.task_template,
+                "level": sc.clip.level,
+                "scene": sc.clip.scene or "",
+                "lang": sc.clip.lang or "",
+            }
             for sc in self.clips
         }
 

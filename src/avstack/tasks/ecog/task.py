@@ -22,8 +22,9 @@ def run_job(job: RunJob) -> Outcome:
     a = job.args
     if a.get("prepared") is None:
         raise ValueError("--task ecog needs the PREPARED folder argument")
-    stack = make_stack(a.get("variant", "full"), a.get("drop", ()), a.get("ts_format", "ms"),
-                       a.get("word_ts_format", "json"))
+    stack = make_stack(
+        a.get("variant", "full"), a.get("drop", ()), a.get("ts_format", "ms"), a.get("word_ts_format", "json")
+    )
     options = EcogOptions(a.get("coord_order", "xy"), a.get("asr"), prompt_dir=a.get("prompt"))
     backend = make_backend(job.model, BASELINES, **job.backend_options)
     run(a["prepared"], backend, stack, job.out, job.settings, options, None, job.model, job.progress)

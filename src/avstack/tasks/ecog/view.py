@@ -106,7 +106,8 @@ def deltas_table(stacks: list[StackRun]) -> str:
         return f"<p class=bad>Deltas refused: {esc(exc)}</p>"
     by = {(d["run"], d["metric"]): d for d in deltas if d["group"] == "overall"}
     rows = "".join(
-        f"<tr><td>{esc(s.label)}</td>" + "".join(f"<td>{esc(fmt_delta(by[(s.label, m)]))}</td>" for m in METRICS)
+        f"<tr><td>{esc(s.label)}</td>"
+        + "".join(f"<td>{esc(fmt_delta(by[(s.label, m)]))}</td>" for m in METRICS)
         + "</tr>"
         for s in stacks[1:]
     )
@@ -121,9 +122,7 @@ def _select(name: str, values: Sequence[str]) -> str:
 
 
 def clip_table(records: list[ClipRecord], stacks: list[StackRun], out: Path) -> str:
-    cols = "".join(
-        f"<th data-col-stack='{esc(s.label)}'>{esc(s.label)}<br>acc_t / acc_eco</th>" for s in stacks
-    )
+    cols = "".join(f"<th data-col-stack='{esc(s.label)}'>{esc(s.label)}<br>acc_t / acc_eco</th>" for s in stacks)
     rows = []
     for rec in records:
         cells = []
@@ -280,8 +279,10 @@ def last_frame(rec: ClipRecord, stacks: list[StackRun], prepared: Path, pages: P
         pts = a.get("points")
         if pts and not isinstance(a.get("mask"), dict):
             for p in pts if isinstance(pts[0], list) else [pts]:
-                parts.append(f"<circle class=gt-point cx='{p[1] * w / 1000:.1f}' cy='{p[0] * h / 1000:.1f}' r='{max(w, h) / 60:.1f}' "
-                             f"fill='none' stroke='#2ea043' stroke-width='3'><title>{esc(a['choice'])}</title></circle>")
+                parts.append(
+                    f"<circle class=gt-point cx='{p[1] * w / 1000:.1f}' cy='{p[0] * h / 1000:.1f}' r='{max(w, h) / 60:.1f}' "
+                    f"fill='none' stroke='#2ea043' stroke-width='3'><title>{esc(a['choice'])}</title></circle>"
+                )
     for s in stacks:
         sc = s.scored(rec.clip_id)
         points = sc.pred.get("point_list") if sc is not None and isinstance(sc.pred, dict) else None
@@ -308,8 +309,11 @@ def answers(rec: ClipRecord, stacks: list[StackRun]) -> str:
         scores = "".join(f"<td class=num>{100 * getattr(sc.score, m):.0f}</td>" for m in METRICS) if sc else ""
         problems = " ".join(
             f"<span class=bad>{esc(k)}: {esc(v)}</span>"
-            for k, v in (("error", line.get("error")), ("parse error", line.get("parse_error")),
-                         ("scoring error", sc.score.error if sc else None))
+            for k, v in (
+                ("error", line.get("error")),
+                ("parse error", line.get("parse_error")),
+                ("scoring error", sc.score.error if sc else None),
+            )
             if v
         )
         out.append(

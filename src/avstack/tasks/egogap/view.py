@@ -32,7 +32,9 @@ def build_site(run_dirs: Sequence[Path], out: str | Path) -> Path:
     labels = [f"{m.get('backend')} {m.get('stack')}" for m in metas]
     images = metas[0].get("images")
     blocks = [_item_block(item, labels, graded, images, out) for item in items]
-    legend = "".join(f"<span><i style='--c:{PALETTE[i % len(PALETTE)]}'></i>{esc(lab)}</span>" for i, lab in enumerate(labels))
+    legend = "".join(
+        f"<span><i style='--c:{PALETTE[i % len(PALETTE)]}'></i>{esc(lab)}</span>" for i, lab in enumerate(labels)
+    )
     body = f"<h1>EgoGap items</h1><p>{len(items)} items, {len(labels)} runs</p><div class=legend>{legend}</div>{''.join(blocks)}"
     index = out / "index.html"
     atomic_write(index, page("avstack view: EgoGap", body).encode())

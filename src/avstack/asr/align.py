@@ -1,0 +1,157 @@
+"""Word times from an aligner model's cross-attention: the words one model heard, timed by another.
+
+Whisper times words by dynamic time warping over the cross-attention of a few "alignment heads"
+(decoder heads whose attention follows the audio). How closely those heads follow the audio is
+a property of the model: tiny's heads sit in a 4-layer decoder and trail the speech (on connected
+speech its edges are about 100 ms late, a lag no amount of energy snapping can undo, since inside
+continuous speech the energy has no edge at word boundaries); base's 6-layer decoder follows it to
+within a few tens of ms. So the words keep the transcriber's text and confidence and take their
+times from the aligner, decoding nothing: one encoder pass of the aligner over the clip's own audio
+and one teacher-forced decoder pass over the known tokens (`benchmarks/asr_timing.py --speech
+connected`). The clip's own audio, in every ASR mode: a packed or batched clip's times then do not
+depend on its neighbours.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .models import load_model, replicas, resolve_model
+from .types import RATE, Word
+
+WINDOW_S = 30  # the encoder's input; shorter inputs were measured to time edges worse
+FRAME_MS = 20  # one encoder frame (tokens_per_second = 50)
+MAX_TOKENS = 400  # under the decoder's 448 positions, with room for the start sequence
+NO_SPACES = {"zh", "ja", "th", "lo", "my", "yue"}  # Whisper writes these without spaces between words
+TINY = ("tiny", "tiny.en")
+
+
+def aligner_setting(requested: str, model: str) -> str:
+    """The aligner for `model`, the one place "auto" is resolved: a tiny model's words are timed by
+    base when base is on this machine (bundled or a local folder, so resolving fetches nothing);
+    every other model times its own words ("self")."""
+    if requested in ("self", "none", ""):
+        return "self"
+    if requested != "auto":
+        return requested
+    if model in TINY and resolve_model("base") != "base":
+        return "base"
+    return "self"
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One word as the aligner sees it: its index in the transcript and its tokens (the core, then
+    any trailing punctuation, whose first token is where the word ends)."""
+
+    index: int
+    core: list[int]
+    tail: list[int]
+
+
+def _is_punct(ch: str) -> bool:
+    return unicodedata.category(ch)[0] == "P"
+
+
+def _split_punct(text: str) -> tuple[str, str]:
+    """A word's text without leading punctuation, and its trailing punctuation apart."""
+    core = text.strip()
+    tail = ""
+    while core and _is_punct(core[-1]):
+        core, tail = core[:-1], core[-1] + tail
+    while core and _is_punct(core[0]):
+        core = core[1:]
+    return core, tail
+
+
+def _pieces(words: list[Word], tokenizer: Any, language: str) -> list[_Piece]:
+    lead = "" if language in NO_SPACES else " "
+    out = []
+    for i, w in enumerate(words):
+        core, tail = _split_punct(w.text)
+        if not core:
+            continue  # punctuation alone: keeps the transcriber's times
+        out.append(_Piece(i, tokenizer.encode(lead + core), tokenizer.encode(tail) if tail else []))
+    return out
+
+
+def _windows(words: list[Word], pieces: list[_Piece], n_samples: int) -> list[tuple[int, list[_Piece]]]:
+    """Pieces grouped into encoder windows (start sample, pieces): a clip up to 30 s is one window
+    from its start; a longer one is cut between words, each window starting 1 s before its first
+    word (by the transcriber's times, good to a few hundred ms) and holding words that end 1 s
+    before the window does."""
+    if n_samples <= WINDOW_S * RATE:
+        return _token_capped(0, pieces)
+    out: list[tuple[int, list[_Piece]]] = []
+    k = 0
+    while k < len(pieces):
+        start = max(0, (words[pieces[k].index].begin_ms - 1000) * RATE // 1000)
+        limit = start * 1000 // RATE + (WINDOW_S - 1) * 1000
+        j = k + 1
+        while j < len(pieces) and words[pieces[j].index].end_ms <= limit:
+            j += 1
+        out += _token_capped(start, pieces[k:j])
+        k = j
+    return out
+
+
+def _token_capped(start: int, pieces: list[_Piece]) -> list[tuple[int, list[_Piece]]]:
+    """One window's pieces, split where the tokens would overflow the decoder (very dense speech)."""
+    out: list[tuple[int, list[_Piece]]] = [(start, [])]
+    used = 0
+    for p in pieces:
+        n = len(p.core) + len(p.tail)
+        if out[-1][1] and used + n > MAX_TOKENS:
+            out.append((start, []))
+            used = 0
+        out[-1][1].append(p)
+        used += n
+    return [w for w in out if w[1]]
+
+
+def _token_times(model: Any, tokenizer: Any, audio: np.ndarray, tokens: list[int]) -> np.ndarray:
+    """The time (ms from the window's start) at which the warping path reaches each token, and the
+    end-of-text after the last: the aligner's word edges."""
+    from faster_whisper.audio import pad_or_trim
+
+    features = model.feature_extractor(audio)
+    frames = min(features.shape[-1] - 1, WINDOW_S * 100) if features.shape[-1] > 1 else 1
+    encoded = model.encode(pad_or_trim(features[:, :frames]))
+    result = model.model.align(encoded, tokenizer.sot_sequence, [tokens], frames, median_filter_width=7)[0]
+    path = np.asarray(result.alignments, dtype=np.int64).reshape(-1, 2)
+    first = np.flatnonzero(np.diff(path[:, 0], prepend=-1) > 0)  # where the path steps onto a token
+    times = np.zeros(len(tokens) + 1, np.int64)
+    steps = path[first]
+    steps = steps[steps[:, 0] <= len(tokens)]
+    times[steps[:, 0]] = steps[:, 1] * FRAME_MS
+    return np.maximum.accumulate(times)
+
+
+def realign(
+    words: list[Word], samples: np.ndarray, aligner: str, language: str, device: str, threads: int
+) -> list[Word]:
+    """`words` with begin and end from `aligner`'s cross-attention over `samples` (the clip's audio);
+    text and probability unchanged."""
+    from faster_whisper.tokenizer import Tokenizer
+
+    if not words:
+        return words
+    model = load_model(aligner, device, threads, replicas())
+    tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=language)
+    out = list(words)
+    for start, group in _windows(words, _pieces(words, tokenizer, language), len(samples)):
+        tokens = [t for p in group for t in (*p.core, *p.tail)]
+        times = _token_times(model, tokenizer, samples[start : start + WINDOW_S * RATE], tokens)
+        offset = start * 1000 // RATE
+        at = 0
+        for p in group:
+            # a word ends where its trailing punctuation (or else the next word) begins
+            begin, end = times[at], times[at + len(p.core)]
+            w = words[p.index]
+            out[p.index] = Word(w.text, int(offset + begin), int(offset + max(begin, end)), w.prob)
+            at += len(p.core) + len(p.tail)
+    return out
