@@ -112,7 +112,7 @@ def prepare(
     aligner: Annotated[
         str,
         typer.Option(
-            help="Model whose cross-attention times the words: auto (base for tiny models if installed), self, a name"
+            help="Model timing words on a clip's own audio: auto (base for tiny if installed), self, none, a name"
         ),
     ] = "auto",
     decode: Annotated[str, typer.Option(help="auto, selective or sequential (identical frames)")] = "auto",
@@ -188,7 +188,7 @@ def transcribe(
     lang: Annotated[str, typer.Option(help="auto, en, zh, ...")] = "auto",
     device: Annotated[str, typer.Option(help="auto, cpu, cuda")] = "auto",
     refine: Annotated[bool, typer.Option(help="Snap word edges to speech-energy edges")] = True,
-    aligner: Annotated[str, typer.Option(help="Model timing the words: auto, self, or a name")] = "auto",
+    aligner: Annotated[str, typer.Option(help="Model timing the words: auto, self, none, or a name")] = "auto",
 ) -> None:
     """Print word-level ASR JSON (EcoG annotations shape), one line per file."""
     from avstack.asr import AsrSettings, transcribe_file

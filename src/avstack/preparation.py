@@ -64,8 +64,9 @@ class PrepareSettings:
     asr_batch: int = 16  # clips per batch when batched
     asr_refine: bool = True  # snap word edges to speech-energy edges (see benchmarks/asr_timing.py)
     asr_threads: int = 1  # CPU threads of one transcription: fixed, so words never depend on workers or cores
-    # the model whose cross-attention times the words: auto (base for a tiny model when base is
-    # here), self (the transcriber's own times) or a model name (asr.align)
+    # the model whose cross-attention times the words on the clip's own audio: auto (base for a
+    # tiny model when base is here, else self), self (the transcriber), none (the transcription's
+    # times as they are: a packed clip's from its pack) or a model name (asr.align)
     asr_aligner: str = "auto"
     audio_track: int | None = None  # the audio track heard (0 = first); None: the default-marked one
 

@@ -33,14 +33,25 @@ TINY = ("tiny", "tiny.en")
 def aligner_setting(requested: str, model: str) -> str:
     """The aligner for `model`, the one place "auto" is resolved: a tiny model's words are timed by
     base when base is on this machine (bundled or a local folder, so resolving fetches nothing);
-    every other model times its own words ("self")."""
-    if requested in ("self", "none", ""):
-        return "self"
-    if requested != "auto":
+    every other model times its own words ("self": its own cross-attention on the clip's own
+    audio, so a packed clip is timed again alone); "none" keeps whatever times the transcription
+    gave (a packed clip's come from the pack: fastest, and its neighbours can move them)."""
+    if requested in ("self", "none"):
+        return requested
+    if requested not in ("auto", ""):
         return requested
     if model in TINY and resolve_model("base") != "base":
         return "base"
     return "self"
+
+
+def aligner_model(aligner: str, model: str, own_audio: bool) -> str | None:
+    """The model to time words with now, or None when the transcription's own times stand: the
+    transcriber's times are its own cross-attention on the clip's audio, unless the clip was
+    transcribed inside a pack (`own_audio` False)."""
+    if aligner == "none" or (aligner == "self" and own_audio):
+        return None
+    return model if aligner == "self" else aligner
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ def transcribe_packed(
             if _repetitive(per_clip[i]):
                 mine.append(f"repetitive clip: {''.join(w.text for w in per_clip[i])[:60]!r}")
                 per_clip[i] = []
-            out[i] = _finish(per_clip[i], mine, lang, clips[i], s, voiced[i])
+            out[i] = _finish(per_clip[i], mine, lang, clips[i], s, voiced[i], own_audio=False)
     return [t for t in out if t is not None]
 
 

@@ -20,8 +20,9 @@ class AsrSettings:
     vad: bool = True
     simplified: bool = True  # Chinese in simplified characters
     refine: bool = True  # snap word edges to speech-energy edges (benchmarks/asr_timing.py)
-    # the model whose cross-attention times the words (asr.align): "auto" (base for a tiny model
-    # when base is on this machine), "self" (the transcriber's own times) or a model name
+    # the model whose cross-attention times the words on the clip's own audio (asr.align): "auto"
+    # (base for a tiny model when base is on this machine, else "self"), "self" (the transcriber),
+    # "none" (the transcription's times as they are) or a model name
     aligner: str = "auto"
     # CPU threads of one transcription: fixed, so results never depend on the worker count or
     # the machine's cores (clips run side by side for speed; see asr.runtime)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .align import aligner_setting, realign
+from .align import aligner_model, aligner_setting, realign
 from .models import SAMPLED, SEED_LOCK, load_model, replicas, seeded_model
 from .refine import bound_to_speech, pull_into_speech, snap_to_regions, speech_present, voiced_regions
 from .runtime import runtime_of
@@ -45,17 +45,19 @@ def _finish(
     samples: np.ndarray,
     s: AsrSettings,
     regions: list[tuple[int, int]] | None = None,
+    own_audio: bool = True,
 ) -> Transcript:
     """The guards every transcript goes through: times from the aligner (on this clip's own
-    audio), script, grouping, clamping, loops, edges (snapped to `regions`, the clip's voiced
-    regions, found here when not given)."""
+    audio; `own_audio` False: the words were timed inside a pack), script, grouping, clamping,
+    loops, edges (snapped to `regions`, the clip's voiced regions, found here when not given)."""
     duration_ms = int(len(samples) * 1000 / RATE)
     s = replace(s, aligner=aligner_setting(s.aligner, s.model))
-    if s.aligner != "self" and words:
+    timer = aligner_model(s.aligner, s.model, own_audio)
+    if timer and words:
         try:
-            words = realign(words, samples, s.aligner, language, s.device, s.threads)
-        except Exception as exc:  # noqa: BLE001 - the transcriber's own times still stand
-            dropped.append(f"aligner {s.aligner} failed ({type(exc).__name__}: {exc}); own times kept")
+            words = realign(words, samples, timer, language, s.device, s.threads)
+        except Exception as exc:  # noqa: BLE001 - the transcription's own times still stand
+            dropped.append(f"aligner {timer} failed ({type(exc).__name__}: {exc}); the transcription's times kept")
     if language == "zh":
         if s.simplified:
             words = [Word(to_simplified(w.text), w.begin_ms, w.end_ms, w.prob) for w in words]
