@@ -336,9 +336,9 @@ def test_aligner_windows_and_punctuation():
     assert asr.aligner_setting("self", "tiny.en") == "self"
     assert asr.aligner_setting("none", "tiny.en") == "none"
     assert align.aligner_model("self", "base", own_audio=True) is None  # already timed on its own audio
-    assert align.aligner_model("self", "base", own_audio=False) == "base"  # a packed clip: again, alone
+    assert align.aligner_model("self", "base", own_audio=False) == ("base", 30)  # a packed clip: again, alone
     assert align.aligner_model("none", "base", own_audio=False) is None
-    assert align.aligner_model("base", "tiny.en", own_audio=True) == "base"
+    assert align.aligner_model("base", "tiny.en", own_audio=True) == ("base", align.WINDOW_S)
     assert asr.aligner_setting("auto", "base") == "self"  # base times its own words
     assert asr.aligner_setting("small", "tiny.en") == "small"
     words = [Word(f"w{i}", 1000 * i, 1000 * i + 400, 1.0) for i in range(70)]  # one word a second

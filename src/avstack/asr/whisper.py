@@ -55,9 +55,9 @@ def _finish(
     timer = aligner_model(s.aligner, s.model, own_audio)
     if timer and words:
         try:
-            words = realign(words, samples, timer, language, s.device, s.threads)
+            words = realign(words, samples, timer[0], language, s.device, s.threads, timer[1])
         except Exception as exc:  # noqa: BLE001 - the transcription's own times still stand
-            dropped.append(f"aligner {timer} failed ({type(exc).__name__}: {exc}); the transcription's times kept")
+            dropped.append(f"aligner {timer[0]} failed ({type(exc).__name__}: {exc}); the transcription's times kept")
     if language == "zh":
         if s.simplified:
             words = [Word(to_simplified(w.text), w.begin_ms, w.end_ms, w.prob) for w in words]
