@@ -343,11 +343,14 @@ def test_aligner_windows_and_punctuation():
     assert asr.aligner_setting("small", "tiny.en") == "small"
     words = [Word(f"w{i}", 1000 * i, 1000 * i + 400, 1.0) for i in range(70)]  # one word a second
     pieces = [align._Piece(i, [i], []) for i in range(70)]
-    windows = align._windows(words, pieces, 71 * asr.RATE)
-    starts = [s * 1000 // asr.RATE for s, _ in windows]
-    assert [p.index for _, g in windows for p in g] == list(range(70))  # every word once, in order
-    for start, (_, group) in zip(starts, windows):
-        assert words[group[0].index].begin_ms - start == 1000 or start == 0
-        assert words[group[-1].index].end_ms <= start + (align.WINDOW_S - 1) * 1000
-    capped = align._token_capped(0, [align._Piece(i, list(range(150)), []) for i in range(5)])
-    assert [len(g) for _, g in capped] == [2, 2, 1]  # 400 tokens at most per decoder pass
+    windows = align._windows(words, pieces, (0, 71 * asr.RATE))
+    assert [p.index for _, _, g in windows for p in g] == list(range(70))  # every word once, in order
+    for start, stop, group in windows:
+        start_ms = start * 1000 // asr.RATE
+        assert words[group[0].index].begin_ms - start_ms == 1000 or start == 0
+        assert words[group[-1].index].end_ms <= start_ms + (align.WINDOW_S - 1) * 1000
+        assert stop - start <= align.WINDOW_S * asr.RATE
+    # short speech: one window over the speech span only
+    assert align._windows(words[:3], pieces[:3], (8000, 48000)) == [(8000, 48000, pieces[:3])]
+    capped = align._token_capped([align._Piece(i, list(range(150)), []) for i in range(5)])
+    assert [len(g) for g in capped] == [2, 2, 1]  # 400 tokens at most per decoder pass

@@ -6,7 +6,7 @@ import zlib
 
 import numpy as np
 
-from .refine import voiced_regions
+from .refine import speech_span, voiced_regions
 from .types import RATE, AsrSettings, Transcript, Word
 from .whisper import REPETITIVE, _finish, _silent_apart, _transcribe_words, transcribe
 
@@ -97,19 +97,6 @@ def transcribe_packed(
                 per_clip[i] = []
             out[i] = _finish(per_clip[i], mine, lang, clips[i], s, voiced[i], own_audio=False)
     return [t for t in out if t is not None]
-
-
-SPEECH_MARGIN_S = 0.5  # kept around a clip's voiced speech when packed: soft onsets and tails
-
-
-def speech_span(n: int, regions: list[tuple[int, int]], margin_s: float = SPEECH_MARGIN_S) -> tuple[int, int]:
-    """The samples of a clip a pack carries: from its first voiced region to its last, with a
-    margin (the whole clip when nothing is voiced). The silence before and after is padding
-    Whisper would pay for in the window and a place for its times to slip into."""
-    if not regions:
-        return 0, n
-    margin = int(margin_s * RATE)
-    return max(0, regions[0][0] * RATE // 1000 - margin), min(n, regions[-1][1] * RATE // 1000 + margin)
 
 
 def packed_seconds(samples: np.ndarray) -> float:

@@ -40,6 +40,19 @@ def voiced_regions(
     return [(a, b) for a, b in regions if b - a >= min_ms]
 
 
+SPEECH_MARGIN_S = 0.5  # kept around a clip's voiced speech when packed: soft onsets and tails
+
+
+def speech_span(n: int, regions: list[tuple[int, int]], margin_s: float = SPEECH_MARGIN_S) -> tuple[int, int]:
+    """The samples of a clip a pack carries: from its first voiced region to its last, with a
+    margin (the whole clip when nothing is voiced). The silence before and after is padding
+    Whisper would pay for in the window and a place for its times to slip into."""
+    if not regions:
+        return 0, n
+    margin = int(margin_s * RATE)
+    return max(0, regions[0][0] * RATE // 1000 - margin), min(n, regions[-1][1] * RATE // 1000 + margin)
+
+
 def refine_edges(words: list[Word], samples: np.ndarray, reach_ms: int = 150) -> list[Word]:
     """Snap word edges to speech-energy edges where pauses make them visible.
 

@@ -53,9 +53,11 @@ def _finish(
     duration_ms = int(len(samples) * 1000 / RATE)
     s = replace(s, aligner=aligner_setting(s.aligner, s.model))
     timer = aligner_model(s.aligner, s.model, own_audio)
+    if (timer or s.refine) and regions is None:
+        regions = voiced_regions(samples)
     if timer and words:
         try:
-            words = realign(words, samples, timer[0], language, s.device, s.threads, timer[1])
+            words = realign(words, samples, timer[0], language, s.device, s.threads, timer[1], regions)
         except Exception as exc:  # noqa: BLE001 - the transcription's own times still stand
             dropped.append(f"aligner {timer[0]} failed ({type(exc).__name__}: {exc}); the transcription's times kept")
     if language == "zh":
@@ -66,8 +68,7 @@ def _finish(
     words, removed = collapse_repeats(words)
     if removed:
         dropped.append(f"repetition loop: {removed} words")
-    if s.refine:
-        regions = voiced_regions(samples) if regions is None else regions
+    if s.refine and regions is not None:
         words = bound_to_speech(pull_into_speech(snap_to_regions(words, regions), regions), regions)
     return Transcript(s.model, language, tuple(words), s, tuple(dropped), runtime_of(s))
 
