@@ -131,6 +131,13 @@ def main() -> None:
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
         print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    kinds = list(rows[0]["tail"]["share_pct"])
+    print("\nThe tail (edges at or above each run's p90) by where the edges lie, % of the tail (% of all edges):\n")
+    print("| model | mode | aligner | tail from | " + " | ".join(kinds) + " |\n|" + "---|" * (4 + len(kinds)))
+    for r in rows:
+        t = r["tail"]
+        cells = [f"{t['share_pct'][k]}% ({t['of_all_pct'][k]}%)" for k in kinds]
+        print(f"| {r['model']} | {r['mode']} | {r['aligner']} | {t['from_ms']} ms | " + " | ".join(cells) + " |")
     print("\nWord confidence against correctness (share of hypothesis words that are right, by prob):\n")
     bins = [b["prob"] for b in rows[0]["reliability"]]
     print("| model | mode | refine | aligner | " + " | ".join(bins) + " |\n|" + "---|" * (4 + len(bins)))

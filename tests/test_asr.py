@@ -20,6 +20,36 @@ def _match(words, truth):
     return hit, errs
 
 
+def test_tail_errors_are_told_apart_by_where_the_edge_lies():
+    """Worked by hand: put|this|there touch (continuous speech), a pause, then now; "this" is
+    misheard. Edges: put's begin and now's both edges lie next to silence, put's end and there's
+    begin next to the misheard word, there's end before the pause."""
+    from avstack.asr_eval import INSIDE, MISHEARD, PAUSE, score_case, tail_causes
+
+    truth = [
+        {"text": "put", "begin_time": 500, "end_time": 800},
+        {"text": "this", "begin_time": 800, "end_time": 1100},
+        {"text": "there", "begin_time": 1100, "end_time": 1500},
+        {"text": "now", "begin_time": 2000, "end_time": 2300},
+    ]
+    hyp = [
+        Word("put", 510, 790, 1),
+        Word("his", 790, 1150, 1),
+        Word("there", 1300, 1510, 1),
+        Word("now", 2000, 2400, 1),
+    ]
+    sc = score_case(truth, hyp, "en")
+    assert sc.causes == [(10, PAUSE), (10, MISHEARD), (200, MISHEARD), (10, PAUSE), (0, PAUSE), (100, PAUSE)]
+    t = tail_causes(sc.causes, 100)
+    assert t["edges"] == 2 and t["share_pct"] == {PAUSE: 50, MISHEARD: 50, INSIDE: 0}
+    assert t["of_all_pct"] == {PAUSE: 67, MISHEARD: 33, INSIDE: 0}
+    # continuous speech with every word heard: an edge between two heard words is inside speech
+    sc = score_case(
+        truth[:3], [Word("put", 500, 800, 1), Word("this", 850, 1100, 1), Word("there", 1100, 1500, 1)], "en"
+    )
+    assert [kind for _, kind in sc.causes] == [PAUSE, INSIDE, INSIDE, INSIDE, INSIDE, PAUSE]
+
+
 @needs_espeak
 def test_english_word_times_on_synthetic_speech():
     audio, truth = synth.speak(["put", "this", "on", "the", "table"], [500, 1100, 1900, 2300, 2700], 4.0, seed=3)

@@ -118,6 +118,23 @@ class CaseScore:
     begin_errors: list[int] = field(default_factory=list)
     end_errors: list[int] = field(default_factory=list)
     signed: list[int] = field(default_factory=list)  # hypothesis - truth, begins and ends (bias)
+    causes: list[tuple[int, str]] = field(default_factory=list)  # (error, where the edge lies), every edge
+
+
+PAUSE, MISHEARD, INSIDE = "next to a pause", "next to a misheard word", "inside speech"
+
+
+def _edge_kind(truth: list[tuple[str, int, int]], i: int, side: int, heard: set[int]) -> str:
+    """Where truth word i's begin (side -1) or end (side +1) edge lies: next to silence (the clip's
+    edge or a pause), next to a word the hypothesis did not get, or between two heard words of
+    continuous speech."""
+    j = i + side
+    if j < 0 or j >= len(truth):
+        return PAUSE
+    touching = truth[j][1] <= truth[i][2] if side > 0 else truth[j][2] >= truth[i][1]
+    if not touching:
+        return PAUSE
+    return INSIDE if j in heard else MISHEARD
 
 
 def score_case(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) -> CaseScore:
@@ -132,18 +149,20 @@ def score_case(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) 
         for k in range(block.size):
             pair[block.a + k] = block.b + k
     score = CaseScore(words=len(t_words), recognized=0)
-    for i in range(len(t_words)):
-        idx = [k for k, tok in enumerate(t_tok) if tok[1] == i]
-        if not idx or any(k not in pair for k in idx):
-            continue
+    tokens_of = {i: [k for k, tok in enumerate(t_tok) if tok[1] == i] for i in range(len(t_words))}
+    heard = {i for i, idx in tokens_of.items() if idx and all(k in pair for k in idx)}
+    for i in sorted(heard):
+        idx = tokens_of[i]
         score.recognized += 1
         first, last = h_tok[pair[idx[0]]], h_tok[pair[idx[-1]]]
         if first[2]:
             score.begin_errors.append(abs(h_words[first[1]][1] - t_words[i][1]))
             score.signed.append(h_words[first[1]][1] - t_words[i][1])
+            score.causes.append((score.begin_errors[-1], _edge_kind(t_words, i, -1, heard)))
         if last[3]:
             score.end_errors.append(abs(h_words[last[1]][2] - t_words[i][2]))
             score.signed.append(h_words[last[1]][2] - t_words[i][2])
+            score.causes.append((score.end_errors[-1], _edge_kind(t_words, i, +1, heard)))
     return score
 
 
@@ -206,6 +225,7 @@ def summarize(cases: list[Case], hyps: list[list[asr.Word]], noise_words: int, r
         total.begin_errors += sc.begin_errors
         total.end_errors += sc.end_errors
         total.signed += sc.signed
+        total.causes += sc.causes
     both = total.begin_errors + total.end_errors
     return {
         "clips": len(cases),
@@ -221,7 +241,22 @@ def summarize(cases: list[Case], hyps: list[list[asr.Word]], noise_words: int, r
         "rtf": round(rtf, 4),
         "noise_only_words": noise_words,
         "reliability": reliability(cases, hyps),
+        "tail": tail_causes(total.causes, _pct(both, 90)),
         "mean_words_per_clip": round(statistics.mean([len(c.truth) for c in cases]), 1),
+    }
+
+
+def tail_causes(causes: list[tuple[int, str]], p90: float) -> dict[str, Any]:
+    """The tail (edges with errors at or above the p90) by where the edges lie: the share next to
+    a pause, next to a misheard word, inside continuous speech; and each kind's share of all edges,
+    so a cause over-represented in the tail shows."""
+    tail = [kind for err, kind in causes if err >= p90 and err > 0]
+    kinds = (PAUSE, MISHEARD, INSIDE)
+    return {
+        "from_ms": round(p90),
+        "edges": len(tail),
+        "share_pct": {k: round(100 * tail.count(k) / max(1, len(tail))) for k in kinds},
+        "of_all_pct": {k: round(100 * sum(kind == k for _, kind in causes) / max(1, len(causes))) for k in kinds},
     }
 
 
