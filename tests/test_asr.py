@@ -282,6 +282,28 @@ def test_words_wholly_in_silence_go_back_into_the_speech_next_to_them():
     assert asr.refine.pull_into_speech(words, []) == words
 
 
+def test_speech_edges_next_to_a_pause_belong_to_the_words_that_reach_them():
+    """Worked by hand: two stretches of speech 400 ms apart (a pause). The warping path gave the
+    pause to "and" (it starts 350 ms early, inside the pause) and ended "this" and "now" early;
+    each stretch's first word begins where its speech does and its last ends where it does. A gap
+    of 80 ms (a stop closure inside continuous speech) moves nothing."""
+    from avstack.asr.refine import own_region_edges
+
+    regions = [(1000, 2000), (2400, 3000)]
+    words = [
+        Word("put", 1050, 1400, 1),
+        Word("this", 1400, 1900, 1),
+        Word("and", 2050, 2700, 1),
+        Word("now", 2700, 2900, 1),
+    ]
+    got = [(w.text, w.begin_ms, w.end_ms) for w in own_region_edges(words, regions)]
+    assert got == [("put", 1000, 1400), ("this", 1400, 2000), ("and", 2400, 2700), ("now", 2700, 3000)]
+    closure = [(1000, 1500), (1580, 2000)]
+    words = [Word("put", 1000, 1300, 1), Word("the", 1300, 1450, 1), Word("table", 1450, 1950, 1)]
+    got = [(w.text, w.begin_ms, w.end_ms) for w in own_region_edges(words, closure)]
+    assert got == [("put", 1000, 1300), ("the", 1300, 1450), ("table", 1450, 2000)]
+
+
 def test_a_pack_carries_each_clips_speech_span_only():
     from avstack.asr.packing import speech_span
 

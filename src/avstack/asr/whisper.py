@@ -12,7 +12,7 @@ import numpy as np
 
 from .align import aligner_model, aligner_setting, realign
 from .models import SAMPLED, SEED_LOCK, load_model, replicas, seeded_model
-from .refine import bound_to_speech, pull_into_speech, snap_to_regions, speech_present, voiced_regions
+from .refine import bound_to_speech, own_region_edges, pull_into_speech, snap_to_regions, speech_present, voiced_regions
 from .runtime import runtime_of
 from .text import collapse_repeats, group_chinese, sanitize, to_simplified
 from .types import RATE, AsrSettings, Transcript, Word
@@ -70,6 +70,7 @@ def _finish(
         dropped.append(f"repetition loop: {removed} words")
     if s.refine and regions is not None:
         words = bound_to_speech(pull_into_speech(snap_to_regions(words, regions), regions), regions)
+        words = own_region_edges(words, regions)
     return Transcript(s.model, language, tuple(words), s, tuple(dropped), runtime_of(s))
 
 
