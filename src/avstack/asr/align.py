@@ -43,10 +43,8 @@ def aligner_setting(requested: str, model: str) -> str:
     every other model times its own words ("self": its own cross-attention on the clip's own
     audio, so a packed clip is timed again alone); "none" keeps whatever times the transcription
     gave (a packed clip's come from the pack: fastest, and its neighbours can move them)."""
-    if requested in ("self", "none"):
-        return requested
     if requested not in ("auto", ""):
-        return requested
+        return requested  # self, none, or a model name
     if model in TINY and resolve_model("base") != "base":
         return "base"
     return "self"
