@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import LAYOUTS, SAMPLES
 
+from avstack import media
 from avstack.manifest import load_manifest
 from avstack.preparation import PrepareSettings, prepare
 
@@ -51,7 +52,24 @@ def data_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("data") / "root"
     shutil.copytree(SAMPLES, root)
     (root / "指令2" / "l2_portrait.mp4").write_bytes(b"\x00\x00\x00 not a video at all" * 50)
+    # a clip cut short (a camera that lost power; index first, so what is left plays): its frames
+    # are the file's, on one decoder thread or many
+    clip = root / "指令5" / "l4_place_pick.mp4"
+    _remux_faststart(clip, tmp_path_factory.mktemp("whole") / "faststart.mp4")
+    data = (tmp_path_factory.getbasetemp() / "whole0" / "faststart.mp4").read_bytes()
+    clip.write_bytes(data[: len(data) * 17 // 20])
     return root
+
+
+def _remux_faststart(src: Path, dst: Path) -> None:
+    import av
+
+    with av.open(str(src)) as i, av.open(str(dst), "w", options={"movflags": "faststart"}) as o:
+        streams = {s.index: o.add_stream_from_template(s) for s in i.streams if s.type in ("video", "audio")}
+        for packet in i.demux(*[i.streams[k] for k in streams]):
+            if packet.dts is not None:
+                packet.stream = streams[packet.stream.index]
+                o.mux(packet)
 
 
 def _records(folder: Path) -> dict[str, dict]:
@@ -69,6 +87,10 @@ def test_ray_manifest_equals_the_local_one(cluster, data_root, tmp_path, mode):
     a, b = _records(tmp_path / "local"), _records(tmp_path / "ray")
     assert sum(len(r["asr"]["words"]) for r in a.values() if r["asr"]) >= 10
     assert b["指令2/l2_portrait.mp4"]["error"]["type"] == "MediaError"
+    cut = data_root / "指令5" / "l4_place_pick.mp4"
+    player = media.sample_frames(cut, decode="sequential", threads=1, thread_type="NONE")
+    assert b["指令5/l4_place_pick.mp4"]["last_frame"]["pts_ms"] == player.last.pts_ms  # the last frame shown
+    assert b["指令5/l4_place_pick.mp4"]["damage"]  # and what the cut took, the same in both
     for rec in b.values():  # the JPEG bytes too
         for f in rec["frames"]:
             assert (tmp_path / "ray" / f["path"]).read_bytes() == (tmp_path / "local" / f["path"]).read_bytes()

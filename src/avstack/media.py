@@ -105,6 +105,7 @@ class PacketScan:
     complete: bool  # every non-empty packet had a pts and no pts repeats
     audio_span: tuple[Fraction, Fraction] | None = None  # (first pts, last pts + duration) in seconds
     discarded: int = 0  # video packets an edit list hides (decoded as references, never shown)
+    damaged: int = 0  # video packets the demuxer flags corrupt (a file cut short ends in one)
 
 
 def pick_audio(container: av.container.InputContainer, track: int | None = None) -> Any:
@@ -127,7 +128,7 @@ def scan_packets(container: av.container.InputContainer, audio: Any = None) -> P
     """Video packets as presented (packets an edit list discards are not shown, so not counted),
     and the span of `audio`'s packets, in one demux pass."""
     stream = container.streams.video[0]
-    decode_order, missing, discarded = [], 0, 0
+    decode_order, missing, discarded, damaged = [], 0, 0, 0
     a_first: Fraction | None = None
     a_end: Fraction | None = None
     for p in container.demux(*([stream, audio] if audio is not None else [stream])):
@@ -141,6 +142,7 @@ def scan_packets(container: av.container.InputContainer, audio: Any = None) -> P
                 a_first = t0 if a_first is None else min(a_first, t0)
                 a_end = t1 if a_end is None else max(a_end, t1)
             continue
+        damaged += p.is_corrupt
         if p.pts is None:
             missing += 1
         else:
@@ -154,6 +156,7 @@ def scan_packets(container: av.container.InputContainer, audio: Any = None) -> P
         complete=missing == 0 and len(set(ordered)) == len(ordered),
         audio_span=(a_first, a_end) if a_first is not None and a_end is not None else None,
         discarded=discarded,
+        damaged=damaged,
     )
 
 
@@ -366,6 +369,8 @@ def plan_frames(
         path, reason = "sequential", "requested"
     elif not scan.complete:
         path, reason = "sequential", "packets without pts or with repeated pts"
+    elif scan.damaged:
+        path, reason = "sequential", f"{scan.damaged} damaged packets: decoded as a player presents them"
     elif codec not in SELECTIVE_CODECS:
         path, reason = "sequential", f"no selective plan for {codec}"
     else:
@@ -418,23 +423,57 @@ def _decode_selective(
                 yield plan.needed[frame.pts], Fraction(frame.pts) * tb - origin, frame
 
 
+def _frame_threaded(stream: Any) -> bool:
+    ctx = stream.codec_context
+    return bool(ctx.thread_type & av.codec.context.ThreadType.FRAME) and ctx.thread_count != 1
+
+
 def _tolerant_frames(
     container: av.container.InputContainer, origin: Fraction, damage: list[dict[str, Any]]
 ) -> Iterator[av.VideoFrame]:
     """Every decodable frame; a packet the decoder rejects is stepped over (the frame before it
-    stays shown, as in a player) and its span recorded in `damage`."""
+    stays shown, as in a player) and its span recorded in `damage`; data that ends inside a packet
+    ends the demuxing, and the decoder is drained of what it holds.
+
+    A frame-threaded decoder cannot do this: damage there drops the frames its other threads held
+    (a clip cut short loses its last 1-3 frames, with or without an error), so any error, or fewer
+    frames out than pictures sent in, raises DamagedDecodeError and the clip is decoded again on
+    one thread (with_fallback): the frames of a damaged file are the file's, whatever decodes it."""
     stream = container.streams.video[0]
     tb = stream.time_base or Fraction(1, 90_000)
-    for packet in container.demux(stream):
+    threaded = _frame_threaded(stream)
+    sent = received = 0
+    packets = container.demux(stream)
+    while True:
         try:
-            frames = stream.codec_context.decode(packet if packet.size > 0 else None)
-        except av.FFmpegError:
-            if packet.pts is not None:
+            packet: av.Packet | None = next(packets)
+        except StopIteration:
+            break
+        except av.FFmpegError as exc:  # the data ends inside a packet or a box
+            if threaded:
+                raise DamagedDecodeError(f"{container.name}: unreadable data ({exc})") from exc
+            damage.append({"stream": "video", "from_ms": None, "to_ms": None, "what": f"unreadable data ({exc})"})
+            packet = None
+        flush = packet is None or packet.size <= 0
+        try:
+            frames = stream.codec_context.decode(None if flush else packet)
+        except av.FFmpegError as exc:
+            if threaded:
+                raise DamagedDecodeError(f"{container.name}: damaged packet with frame threads ({exc})") from exc
+            if packet is not None and packet.pts is not None:
                 t0 = Fraction(packet.pts) * tb - origin
                 t1 = t0 + Fraction(packet.duration or 0) * tb
                 damage.append({"stream": "video", "from_ms": ms(t0), "to_ms": ms(t1)})
+            if flush:
+                break
             continue
+        sent += not flush
+        received += len(frames)
         yield from frames
+        if packet is None:
+            break
+    if threaded and received < sent:
+        raise DamagedDecodeError(f"{container.name}: {sent} pictures sent, {received} frames out (frame threads)")
 
 
 def _decode_sequential(
@@ -478,6 +517,10 @@ def _crash_for_tests(path: str) -> None:
 
 class SelectiveDecodeError(MediaError):
     """A selective plan that did not deliver every planned frame (the sequential pass will)."""
+
+
+class DamagedDecodeError(SelectiveDecodeError):
+    """A frame-threaded decoder met damage (see _tolerant_frames): decode again on one thread."""
 
 
 class FrameReader:
@@ -527,6 +570,10 @@ class FrameReader:
         self.damage: list[dict[str, Any]] = []
         self.plan = plan_frames(scan, self._origin, self._tb, s.targets(info), info.video_codec, s.decode)
         self.decode_path = f"{self.plan.path}: {self.plan.reason}"
+        if scan.damaged and _frame_threaded(stream):
+            # frame threads drop what they hold at damage (see _tolerant_frames): with_fallback
+            # decodes on one thread, before a frame is decoded here
+            raise DamagedDecodeError(f"{self.path}: {scan.damaged} damaged packets")
         container.seek(0)
 
     def __enter__(self) -> FrameReader:
@@ -622,17 +669,28 @@ def _pipelined(frames: Iterator[Frame], consume: Callable[[Frame], T], in_flight
     return results
 
 
+SINGLE_THREAD = {"decode": "sequential", "thread_type": "NONE", "threads": 1}
+
+
 def with_fallback(decode: Callable[[Sampling], T], sampling: Sampling) -> tuple[T, str | None]:
     """Run `decode` with the sampling asked for; when a selective plan fails to deliver, run it
-    again sequentially (identical frames). Returns the result and, after a fallback, the
-    decode_path that says so."""
+    again sequentially (identical frames), and where damage met a frame-threaded decoder, on one
+    thread (the frames a sequential decode presents). Returns the result and, after a fallback,
+    the decode_path that says so."""
     try:
         return decode(sampling), None
     except SelectiveDecodeError as exc:
-        if sampling.decode == "sequential":
-            raise
-        note = f"sequential: fallback after a failed selective plan ({exc})"
-        return decode(replace(sampling, decode="sequential")), note
+        first = exc
+    spec = replace(sampling, decode="sequential")
+    if isinstance(first, DamagedDecodeError) or sampling.decode == "sequential":
+        spec = replace(sampling, **SINGLE_THREAD)
+    if spec == sampling:
+        raise first
+    try:
+        return decode(spec), f"sequential: fallback after a failed selective plan ({first})"
+    except DamagedDecodeError as exc:
+        spec = replace(sampling, **SINGLE_THREAD)
+        return decode(spec), f"sequential, one thread: fallback after damage ({exc})"
 
 
 def sample_frames(path: str | os.PathLike[str], info: ClipInfo | None = None, **sampling: Any) -> Sample:
@@ -652,13 +710,16 @@ def sample_frames(path: str | os.PathLike[str], info: ClipInfo | None = None, **
 
 
 def all_frame_times(path: str | os.PathLike[str]) -> list[int]:
-    """Every frame's pts in ms on the clip's clock, by a full decode (a reference for checks)."""
+    """Every frame's pts in ms on the clip's clock, by a full decode on one thread, stepping over
+    damage as a player does (a reference for checks)."""
     info = probe(path)
     origin = clip_origin(info)
     with open_video(path) as container:
         stream = container.streams.video[0]
+        stream.codec_context.thread_count = 1
         tb = stream.time_base or Fraction(1, 90_000)
-        return [ms(Fraction(frame.pts or 0) * tb - origin) for frame in container.decode(stream)]
+        frames = _tolerant_frames(container, origin, [])
+        return [ms(Fraction(frame.pts or 0) * tb - origin) for frame in frames]
 
 
 def has_audio(path: str | os.PathLike[str]) -> bool:

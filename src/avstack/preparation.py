@@ -153,6 +153,7 @@ def _write_frames(
     from .images import write_jpeg
 
     rel_dir = Path("frames") / key
+    shutil.rmtree(out / rel_dir, ignore_errors=True)  # a fallback's decode starts clean: no frame of the first left
 
     def write(frame: media.Frame) -> dict[str, Any]:
         rel = rel_dir / f"{frame.index:06d}.jpg"

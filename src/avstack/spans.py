@@ -52,7 +52,10 @@ def _units(order: list[tuple[int, bool]], needed: Any, hevc: bool) -> list[list[
     """[start, last needed index or -1] per independent GOP and the dependent GOPs after it."""
     units: list[list[int]] = []
     for gop in media._gops(order):
-        independent = _independent(order, gop, needed, hevc)
+        # a file's last packet may be cut short; a keyframe cut short is concealed from the picture
+        # decoded before it, so it stays with the span before it, as a sequential decode has it
+        cut_key = gop.start == len(order) - 1 and len(order) > 1
+        independent = _independent(order, gop, needed, hevc) and not cut_key
         last = max((i for i in gop if order[i][0] in needed), default=-1)
         if independent or not units:
             units.append([gop.start, last])

@@ -34,6 +34,7 @@ class ClipSpec:
     audio_rate: int = 16_000
     crf: int = 28
     gop: int = 30
+    movflags: str | None = None  # MP4 layout: "faststart" (moov first), "frag_keyframe+empty_moov" (fragmented)
 
 
 def frame_times(spec: ClipSpec) -> list[Fraction]:
@@ -84,7 +85,7 @@ def write_clip(path: str | os.PathLike[str], spec: ClipSpec, scene: np.ndarray |
     """Write a clip; returns the true presentation time of every frame."""
     times = frame_times(spec)
     tb = Fraction(1, 90_000)
-    with av.open(str(path), "w") as out:
+    with av.open(str(path), "w", options={"movflags": spec.movflags} if spec.movflags else {}) as out:
         opts = {"crf": str(spec.crf), "g": str(spec.gop)}
         if spec.codec == "libx264":
             opts["bf"] = "2" if spec.bframes else "0"

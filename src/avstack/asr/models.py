@@ -88,9 +88,20 @@ def load_model(name: str, device: str = "auto", threads: int = 1, replicas: int 
     (MKL) the numbers move with it; parallelism comes from `replicas` transcriptions side by side
     (or from worker processes), each with its own `threads`."""
     dev, compute = pick_device(device)
+    one_blas_thread()
     return _whisper_class()(
         resolve_model(name), device=dev, compute_type=compute, cpu_threads=threads, num_workers=replicas
     )
+
+
+def one_blas_thread() -> None:
+    """NumPy's BLAS on one thread in a process that transcribes: Whisper's log-mel features are a
+    matrix product whose sums OpenBLAS orders by its thread count, and the words' probabilities
+    (even a word's text, near a tie) follow them. A Ray worker (OMP_NUM_THREADS=1) and a local
+    process (one BLAS thread per core) then gave different words for the same clip."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1, user_api="blas")
 
 
 def seeded_model(name: str, device: str, threads: int, seed: int) -> Any:
