@@ -21,6 +21,24 @@ app.add_typer(ecog_app, name="ecog")
 egogap_app = typer.Typer(no_args_is_help=True, help="EgoGapBench helpers: prompts, export.")
 app.add_typer(egogap_app, name="egogap")
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from avstack import __version__
+
+        typer.echo(f"avstack {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Egocentric clips -> model inputs -> scores."""
+
+
 T = TypeVar("T")
 QUESTIONS_HELP = "videoqa: the questions file (JSONL/CSV; Charades-STA .txt, QVHighlights .jsonl, Video-MME table)"
 QFORMAT_HELP = "videoqa: auto, generic, charades, qvhighlights or videomme"
