@@ -109,6 +109,8 @@ def test_cut_files_give_the_sequential_frames_in_every_configuration(clips, tmp_
             assert got_times == times, (cut.name, cfg)
             assert all(np.array_equal(a, b) for a, b in zip(got_images, images)), (cut.name, cfg)
             assert got_damage == damage, (cut.name, cfg)
+        # what the manifest accepts (manifest.ClipRecord): a stream and an int time per entry
+        assert all(isinstance(d["stream"], str) and isinstance(d["from_ms"], int) for d in damage), damage
         checked += 1
     assert checked >= 12  # the cuts leave frames to decode in nearly every layout
 

@@ -443,6 +443,7 @@ def _tolerant_frames(
     tb = stream.time_base or Fraction(1, 90_000)
     threaded = _frame_threaded(stream)
     sent = received = 0
+    read_to = Fraction(0)  # where the readable packets end, on the clip's clock
     packets = container.demux(stream)
     while True:
         try:
@@ -452,9 +453,12 @@ def _tolerant_frames(
         except av.FFmpegError as exc:  # the data ends inside a packet or a box
             if threaded:
                 raise DamagedDecodeError(f"{container.name}: unreadable data ({exc})") from exc
-            damage.append({"stream": "video", "from_ms": None, "to_ms": None, "what": f"unreadable data ({exc})"})
+            at = ms(read_to)  # the rest of the stream is lost from here (how much the data does not say)
+            damage.append({"stream": "video", "from_ms": at, "to_ms": at, "what": f"unreadable data ({exc})"})
             packet = None
         flush = packet is None or packet.size <= 0
+        if not flush and packet is not None and packet.pts is not None:
+            read_to = max(read_to, (packet.pts + (packet.duration or 0)) * tb - origin)
         try:
             frames = stream.codec_context.decode(None if flush else packet)
         except av.FFmpegError as exc:
