@@ -52,22 +52,11 @@ def connected_cases(clips: int, voices: list[str]) -> tuple[list[asr_eval.Case],
 
 
 def plain_row(cases: list[asr_eval.Case], model: str) -> dict:
-    """Plain faster-whisper on the same clips: the model's own word times (word_timestamps, its
-    VAD), nothing of avstack's after it. The bar avstack must never fall behind."""
+    """Plain faster-whisper on the same clips (asr_eval.plain_words), scored the same way."""
     import time
 
-    from faster_whisper import WhisperModel
-
-    whisper = WhisperModel(asr.resolve_model(model), device="cpu", compute_type="int8", cpu_threads=1)
-    t0, hyps = time.perf_counter(), []
-    for c in cases:
-        segs, _ = whisper.transcribe(
-            c.audio, language="en", word_timestamps=True, vad_filter=True, condition_on_previous_text=False
-        )
-        words = [w for seg in segs for w in seg.words or []]
-        hyps.append(
-            [asr.Word(w.word.strip(), round(w.start * 1000), round(w.end * 1000), w.probability) for w in words]
-        )
+    t0 = time.perf_counter()
+    hyps = asr_eval.plain_words(cases, model)
     rtf = (time.perf_counter() - t0) / (sum(len(c.audio) for c in cases) / asr.RATE)
     row = asr_eval.summarize(cases, hyps, 0, rtf)
     return {"model": model, "lang": "en", "mode": "plain faster-whisper", "refine": None} | row | {"hyps": hyps}

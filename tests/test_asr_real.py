@@ -29,26 +29,13 @@ def real_cases() -> list[asr_eval.Case]:
     return asr_eval.real_cases(folder)
 
 
-def _plain(cases: list[asr_eval.Case], model: str) -> list[list[asr.Word]]:
-    """The model's own word times, as plain faster-whisper gives them (VAD on, nothing after)."""
-    whisper = asr.load_model(model, "cpu", 1)
-    out = []
-    for c in cases:
-        segs, _ = whisper.transcribe(
-            c.audio, language="en", word_timestamps=True, vad_filter=True, condition_on_previous_text=False
-        )
-        words = [w for seg in segs for w in seg.words or []]
-        out.append([asr.Word(w.word.strip(), round(w.start * 1000), round(w.end * 1000), w.probability) for w in words])
-    return out
-
-
 @pytest.mark.parametrize("mode", ["single", "packed"])
 def test_real_speech_edges_hold_and_are_never_behind_the_plain_model(real_cases, mode):
     s = asr.AsrSettings(model="tiny.en", language="en")
     results = asr.transcribe_packed([c.audio for c in real_cases], s) if mode == "packed" else None
     hyps = [list(t.words) for t in results] if results else [list(asr.transcribe(c.audio, s).words) for c in real_cases]
     ours = asr_eval.summarize(real_cases, hyps, 0, 0.0)
-    plain = asr_eval.summarize(real_cases, _plain(real_cases, "tiny.en"), 0, 0.0)
+    plain = asr_eval.summarize(real_cases, asr_eval.plain_words(real_cases, "tiny.en"), 0, 0.0)
     assert ours["recognized_pct"] >= 80 and ours["collapsed"] == 0, ours
     # stated tolerance: 10 ms (a frame of the aligner) for other CPU kinds
     assert ours["boundary_median_ms"] <= 35 and ours["boundary_p90_ms"] <= 120, ours

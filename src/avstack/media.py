@@ -684,17 +684,19 @@ def with_fallback(decode: Callable[[Sampling], T], sampling: Sampling) -> tuple[
     try:
         return decode(sampling), None
     except SelectiveDecodeError as exc:
-        first = exc
-    spec = replace(sampling, decode="sequential")
-    if isinstance(first, DamagedDecodeError) or sampling.decode == "sequential":
-        spec = replace(sampling, **SINGLE_THREAD)
-    if spec == sampling:
-        raise first
-    try:
-        return decode(spec), f"sequential: fallback after a failed selective plan ({first})"
-    except DamagedDecodeError as exc:
-        spec = replace(sampling, **SINGLE_THREAD)
-        return decode(spec), f"sequential, one thread: fallback after damage ({exc})"
+        error = exc
+    ladder = [
+        (replace(sampling, decode="sequential"), "sequential: fallback after a failed selective plan"),
+        (replace(sampling, **SINGLE_THREAD), "sequential, one thread: fallback after damage"),
+    ]
+    for spec, why in ladder:
+        if spec == sampling or (isinstance(error, DamagedDecodeError) and spec.threads != 1):
+            continue  # tried already, or a step that damage would defeat again
+        try:
+            return decode(spec), f"{why} ({error})"
+        except DamagedDecodeError as exc:
+            error = exc
+    raise error
 
 
 def sample_frames(path: str | os.PathLike[str], info: ClipInfo | None = None, **sampling: Any) -> Sample:

@@ -21,12 +21,14 @@ alignment cannot show it did better.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .refine import in_order
 from .types import RATE, Word
 
 CHUNK_S = 15.0  # longest stretch aligned at once (whole 25 s takes failed to align at all)
@@ -159,33 +161,21 @@ def _filler(seg: tuple[str, int, int], offset_ms: int) -> Word:
 
 
 def chunks(words: list[Word], regions: list[tuple[int, int]], duration_ms: int) -> list[tuple[int, int, list[int]]]:
-    """(start ms, end ms, word indices) per chunk: the take cut at the middle of its longest pauses
-    until no chunk is over CHUNK_S; a word goes to the chunk holding its midpoint."""
-    cuts = [0, duration_ms]
-    pauses = sorted(
-        ((b[0] - a[1], (a[1] + b[0]) // 2) for a, b in zip(regions, regions[1:]) if b[0] - a[1] >= PAUSE_MS),
-        reverse=True,
-    )
-    limit = int(CHUNK_S * 1000)
-    while True:
-        spans = list(zip(cuts, cuts[1:]))
-        long = [(a, b) for a, b in spans if b - a > limit]
-        if not long:
-            break
-        a, b = long[0]
-        inside = [(gap, mid) for gap, mid in pauses if a < mid < b]
-        if not inside:
-            break  # no pause to cut at: aligned whole (or failing, kept as transcribed)
-        cuts = sorted(cuts + [inside[0][1]])
-    out = []
-    for a, b in zip(cuts, cuts[1:]):
-        mine = [
-            i
-            for i, w in enumerate(words)
-            if a <= (w.begin_ms + w.end_ms) / 2 < b or (b == cuts[-1] and (w.begin_ms + w.end_ms) / 2 >= b)
-        ]
-        out.append((a, b, mine))
-    return out
+    """(start ms, end ms, word indices) per chunk: the take cut at the middle of its longest pause,
+    and each side again, until no chunk is over CHUNK_S or a long one has no pause to cut at (it
+    is aligned whole, or kept as transcribed); a word goes to the chunk holding its midpoint."""
+    pauses = [(b[0] - a[1], (a[1] + b[0]) // 2) for a, b in zip(regions, regions[1:]) if b[0] - a[1] >= PAUSE_MS]
+
+    def cut(a: int, b: int) -> list[int]:
+        inside = [p for p in pauses if a < p[1] < b]
+        if b - a <= CHUNK_S * 1000 or not inside:
+            return []
+        mid = max(inside)[1]
+        return [*cut(a, mid), mid, *cut(mid, b)]
+
+    cuts = [0, *cut(0, duration_ms), duration_ms]
+    owner = [min(max(bisect.bisect_right(cuts, (w.begin_ms + w.end_ms) / 2) - 1, 0), len(cuts) - 2) for w in words]
+    return [(a, b, [i for i, k in enumerate(owner) if k == c]) for c, (a, b) in enumerate(zip(cuts, cuts[1:]))]
 
 
 def guard(model: Word, aligned: tuple[int, int] | None) -> Word:
@@ -221,16 +211,4 @@ def align(
         for i, span in zip(mine, result.spans):
             out[i] = guard(words[i], span)
         fillers += result.fillers
-    return _in_order(out), fillers, notes
-
-
-def _in_order(words: list[Word]) -> list[Word]:
-    """No word before the one it follows: a kept (transcriber's) time next to aligned ones can
-    overlap them; it is clipped to its neighbour's edge."""
-    out: list[Word] = []
-    for w in words:
-        if out and w.begin_ms < out[-1].end_ms:
-            begin = out[-1].end_ms
-            w = Word(w.text, begin, max(begin, w.end_ms), w.prob)
-        out.append(w)
-    return out
+    return in_order(out), fillers, notes  # a kept time next to aligned ones can overlap them

@@ -81,13 +81,22 @@ def snap_to_regions(words: list[Word], regions: list[tuple[int, int]], reach_ms:
             if overlap[owner] <= 0:
                 continue
         owned.setdefault(owner, []).append((on, off))
+    snapped = [
+        Word(w.text, min(a for a, _ in spans), max(b for _, b in spans), w.prob) if (spans := owned.get(i)) else w
+        for i, w in enumerate(words)
+    ]
+    return in_order(snapped)  # interleaved regions: keep order, no overlap
+
+
+def in_order(words: list[Word]) -> list[Word]:
+    """No word begins before the one before it ends: an edge that would overlap its neighbour is
+    moved to the neighbour's end (the word keeps at least zero length)."""
     out: list[Word] = []
-    for i, w in enumerate(words):
-        spans = owned.get(i)
-        new = Word(w.text, min(a for a, _ in spans), max(b for _, b in spans), w.prob) if spans else w
-        if out and new.begin_ms < out[-1].end_ms:  # interleaved regions: keep order, no overlap
-            new = Word(w.text, out[-1].end_ms, max(out[-1].end_ms, new.end_ms), w.prob)
-        out.append(new)
+    for w in words:
+        if out and w.begin_ms < out[-1].end_ms:
+            begin = out[-1].end_ms
+            w = Word(w.text, begin, max(begin, w.end_ms), w.prob)
+        out.append(w)
     return out
 
 
@@ -149,11 +158,7 @@ def own_region_edges(words: list[Word], regions: list[tuple[int, int]], pause_ms
             edges[mine[0]][0] = a
         if r + 1 == len(regions) or regions[r + 1][0] - b >= pause_ms:
             edges[mine[-1]][1] = b
-    out: list[Word] = []
-    for w, (begin, end) in zip(words, edges):
-        begin = max(begin, out[-1].end_ms) if out else begin  # keep order, no overlap
-        out.append(Word(w.text, begin, max(begin, end), w.prob))
-    return out
+    return in_order([Word(w.text, begin, max(begin, end), w.prob) for w, (begin, end) in zip(words, edges)])
 
 
 def _letters(w: Word) -> int:

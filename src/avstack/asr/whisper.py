@@ -13,7 +13,15 @@ import numpy as np
 from . import acoustic
 from .align import aligner_model, aligner_setting, realign
 from .models import SAMPLED, SEED_LOCK, load_model, replicas, seeded_model
-from .refine import bound_to_speech, own_region_edges, pull_into_speech, snap_to_regions, speech_present, voiced_regions
+from .refine import (
+    bound_to_speech,
+    in_order,
+    own_region_edges,
+    pull_into_speech,
+    snap_to_regions,
+    speech_present,
+    voiced_regions,
+)
 from .runtime import runtime_of
 from .text import collapse_repeats, group_chinese, sanitize, to_simplified
 from .types import RATE, AsrSettings, Transcript, Word
@@ -48,13 +56,17 @@ def _finish(
     regions: list[tuple[int, int]] | None = None,
     own_audio: bool = True,
 ) -> Transcript:
-    """The guards every transcript goes through: script, grouping, clamping, loops; then the edges.
-    English words take their edges from the acoustics (asr.acoustic, on this clip's own audio, with
+    """The guards every transcript goes through: script, grouping, clamping, loops, and the edges.
+    English words take their edges from the acoustics (asr.acoustic, on this clip's own audio,
     fillers apart); elsewhere from an aligner model's cross-attention (`own_audio` False: the words
-    were timed inside a pack) and the energy refinement, each guarded: a word the refinement
-    squeezes below one phone keeps the model's own times."""
+    were timed inside a pack) and the energy refinement (`regions`, the clip's voiced regions,
+    found here when not given), guarded: a word the refinement squeezes below one phone keeps
+    the model's own times."""
     duration_ms = int(len(samples) * 1000 / RATE)
     s = replace(s, aligner=aligner_setting(s.aligner, s.model))
+    by_acoustics = s.aligner == "acoustic" and language == "en" and acoustic.available()
+    if not by_acoustics:
+        words, regions = _cross_attention_times(words, dropped, language, samples, s, regions, own_audio)
     if language == "zh":
         if s.simplified:
             words = [Word(to_simplified(w.text), w.begin_ms, w.end_ms, w.prob) for w in words]
@@ -64,18 +76,18 @@ def _finish(
     if removed:
         dropped.append(f"repetition loop: {removed} words")
     fillers: list[Word] = []
-    if s.aligner == "acoustic" and language == "en" and acoustic.available() and words:
-        regions = voiced_regions(samples) if regions is None else regions
-        words, fillers, notes = acoustic.align(words, samples, regions)
+    if by_acoustics and words:
+        words, fillers, notes = acoustic.align(words, samples, voiced_regions(samples) if regions is None else regions)
         dropped += notes
-    else:
-        words = _model_edges(words, dropped, language, samples, s, regions, own_audio)
+    elif not by_acoustics and s.refine and regions is not None:
+        refined = bound_to_speech(pull_into_speech(snap_to_regions(words, regions), regions), regions)
+        words = collapse_guard(words, own_region_edges(refined, regions))
     if s.fillers:
         words = sorted(words + fillers, key=lambda w: (w.begin_ms, w.end_ms))
     return Transcript(s.model, language, tuple(words), s, tuple(dropped), runtime_of(s), tuple(fillers))
 
 
-def _model_edges(
+def _cross_attention_times(
     words: list[Word],
     dropped: list[str],
     language: str,
@@ -83,9 +95,10 @@ def _model_edges(
     s: AsrSettings,
     regions: list[tuple[int, int]] | None,
     own_audio: bool,
-) -> list[Word]:
-    """Edges where no acoustic aligner serves the language: an aligner model's cross-attention on
-    the clip's own audio, then the energy refinement, guarded word by word."""
+) -> tuple[list[Word], list[tuple[int, int]] | None]:
+    """Where no acoustic aligner serves the language: the words timed by an aligner model's
+    cross-attention on the clip's own audio (asr.align; the transcriber itself for "acoustic"),
+    and the clip's voiced regions when a step needs them."""
     timer = aligner_model("self" if s.aligner == "acoustic" else s.aligner, s.model, own_audio)
     if (timer or s.refine) and regions is None:
         regions = voiced_regions(samples)
@@ -94,11 +107,7 @@ def _model_edges(
             words = realign(words, samples, timer[0], language, s.device, s.threads, timer[1], regions)
         except Exception as exc:  # noqa: BLE001 - the transcription's own times still stand
             dropped.append(f"aligner {timer[0]} failed ({type(exc).__name__}: {exc}); the transcription's times kept")
-    if s.refine and regions is not None:
-        model = words
-        words = bound_to_speech(pull_into_speech(snap_to_regions(words, regions), regions), regions)
-        words = collapse_guard(model, own_region_edges(words, regions))
-    return words
+    return words, regions
 
 
 COLLAPSED_MS = 30  # shorter than one phone: a word squeezed to this was not measured, it was lost
@@ -107,13 +116,8 @@ COLLAPSED_MS = 30  # shorter than one phone: a word squeezed to this was not mea
 def collapse_guard(model: list[Word], refined: list[Word]) -> list[Word]:
     """A refined word shorter than a phone where the model gave it more keeps the model's times
     (clipped so the words stay in order)."""
-    out: list[Word] = []
-    for m, r in zip(model, refined):
-        w = m if r.end_ms - r.begin_ms < COLLAPSED_MS <= m.end_ms - m.begin_ms else r
-        if out and w.begin_ms < out[-1].end_ms:
-            w = Word(w.text, out[-1].end_ms, max(out[-1].end_ms, w.end_ms), w.prob)
-        out.append(w)
-    return out
+    kept = [m if r.end_ms - r.begin_ms < COLLAPSED_MS <= m.end_ms - m.begin_ms else r for m, r in zip(model, refined)]
+    return in_order(kept)
 
 
 def _empty(s: AsrSettings, lang: str | None, why: str) -> Transcript:
