@@ -33,7 +33,14 @@ from .types import RATE, Word
 
 CHUNK_S = 15.0  # longest stretch aligned at once (whole 25 s takes failed to align at all)
 PAUSE_MS = 250  # a silence this long is a place to cut a take
-FILLERS = ("um", "uh", "er", "ah", "hmm", "mm")  # sounds people make that Whisper tends to leave out
+# the hesitations people make that Whisper tends to leave out; shorter ones ("ah" AA, "mm" M) are
+# single phones that the aligner matched to the onsets and tails of words
+FILLERS = ("um", "uh", "er")
+SILENCE = ("<sil>", "<s>", "</s>")
+# a hesitation ("uh", "um") is drawn out: filled pauses last about 200-500 ms in conversational
+# speech; a filler-shaped sound shorter than this against a word is part of the word
+MIN_FILLER_MS = 200
+EDGE_REACH_MS = 100  # how far an edge next to a pause may move to where the speech energy starts or stops
 FRAME_MS = 10  # PocketSphinx's frame
 MIN_WORD_MS = 30  # one phone of three 10 ms states: anything shorter is not an alignment
 _NORM = re.compile(r"[^a-z']+")
@@ -71,6 +78,10 @@ def _decoder() -> Any:
         # each chunk normalized by its own cepstral mean: "live" CMN carries the mean over from the
         # chunks decoded before, so a clip's edges moved with what this process aligned earlier
         cmn="batch",
+        # a pause between two words as likely as none: the default (0.005) suits read speech
+        # decoded against a language model; here the words are known, and spontaneous speech
+        # pauses between them (at the default, words swallowed the pauses after them)
+        silprob=1.0,
         loglevel="FATAL",
     )
     return Decoder(config)
@@ -110,6 +121,7 @@ class ChunkResult:
 
     spans: list[tuple[int, int] | None]
     fillers: list[Word]
+    at_pause: list[tuple[bool, bool]]  # per word: its begin, its end next to silence the aligner found
 
 
 def _grammar(tokens: list[list[str]]) -> str:
@@ -134,26 +146,51 @@ def _align_chunk(decoder: Any, words: list[Word], samples: np.ndarray, offset_ms
     if decoder.hyp() is None:
         return None
     segs = [(re.sub(r"\(\d+\)$", "", s.word), s.start_frame, s.end_frame) for s in decoder.seg()]
+    frames = len(samples) * 1000 // RATE // FRAME_MS
+    quiet_ends = {0} | {b + 1 for w, _, b in segs if w in SILENCE}
+    quiet_starts = {frames, max(b for _, _, b in segs) + 1} | {a for w, a, _ in segs if w in SILENCE}
     expected = [t for ts in tokens for t in ts]
     said = [(w, a, b) for w, a, b in segs if w in expected or w in FILLERS]
-    # optional fillers are the ones beyond what the transcript says
+    # optional fillers are the ones beyond what the transcript says; one shorter than a hesitation
+    # that touches a word is that word's own onset or tail (see MIN_FILLER_MS)
     spans: list[tuple[int, int] | None] = []
     fillers: list[Word] = []
+    at_pause: list[tuple[bool, bool]] = []
     k = 0
-    for ts in tokens:
+    for n, ts in enumerate(tokens):
         if not ts:
             spans.append(None)
+            at_pause.append((False, False))
             continue
+        before: list[tuple[str, int, int]] = []
         while k < len(said) and said[k][0] != ts[0] and said[k][0] in FILLERS:
-            fillers.append(_filler(said[k], offset_ms))
+            before.append(said[k])
             k += 1
         got = said[k : k + len(ts)]
         if [w for w, _, _ in got] != ts:
             return None  # the path took other words: no alignment to trust
-        spans.append((offset_ms + got[0][1] * FRAME_MS, offset_ms + (got[-1][2] + 1) * FRAME_MS))
         k += len(ts)
+        first, last = got[0][1], got[-1][2]
+        if before and _onset_or_tail(before[-1], first):
+            first = before.pop()[1]
+        upcoming = next((t[0] for t in tokens[n + 1 :] if t), None)
+        if k < len(said) and said[k][0] in FILLERS and said[k][0] != upcoming and _onset_or_tail(said[k], last):
+            last = said[k][2]
+            k += 1
+        fillers += [_filler(f, offset_ms) for f in before]
+        spans.append((offset_ms + first * FRAME_MS, offset_ms + (last + 1) * FRAME_MS))
+        at_pause.append((first in quiet_ends, last + 1 in quiet_starts))
     fillers += [_filler(s, offset_ms) for s in said[k:] if s[0] in FILLERS]
-    return ChunkResult(spans, fillers)
+    return ChunkResult(spans, fillers, at_pause)
+
+
+def _onset_or_tail(filler: tuple[str, int, int], word_frame: int) -> bool:
+    """Is this filler the word's own onset or tail: touching it (no silence between) and shorter
+    than a hesitation? The filler models are vowels and nasals, and the aligner fits them to the
+    vowel that opens "over", "and", "up" or the one that ends "there"."""
+    _, a, b = filler
+    touching = b + 1 == word_frame or a == word_frame + 1
+    return touching and (b - a + 1) * FRAME_MS < MIN_FILLER_MS
 
 
 def _filler(seg: tuple[str, int, int], offset_ms: int) -> Word:
@@ -176,6 +213,22 @@ def chunks(words: list[Word], regions: list[tuple[int, int]], duration_ms: int) 
     cuts = [0, *cut(0, duration_ms), duration_ms]
     owner = [min(max(bisect.bisect_right(cuts, (w.begin_ms + w.end_ms) / 2) - 1, 0), len(cuts) - 2) for w in words]
     return [(a, b, [i for i, k in enumerate(owner) if k == c]) for c, (a, b) in enumerate(zip(cuts, cuts[1:]))]
+
+
+def to_energy_edges(
+    span: tuple[int, int], at_pause: tuple[bool, bool], regions: list[tuple[int, int]]
+) -> tuple[int, int]:
+    """An edge the aligner put next to a pause moves to the nearest edge of the speech energy
+    (within EDGE_REACH_MS): the HMM's 10 ms frames and its silence model place such an edge only
+    roughly, while there the signal has a clear edge of its own. Edges inside speech stay."""
+    begin, end = span
+    onsets = [a for a, _ in regions if abs(a - begin) <= EDGE_REACH_MS]
+    offsets = [b for _, b in regions if abs(b - end) <= EDGE_REACH_MS]
+    if at_pause[0] and onsets:
+        begin = min(onsets, key=lambda a: abs(a - begin))
+    if at_pause[1] and offsets:
+        end = min(offsets, key=lambda b: abs(b - end))
+    return (begin, end) if end - begin >= MIN_WORD_MS else span
 
 
 def guard(model: Word, aligned: tuple[int, int] | None) -> Word:
@@ -208,7 +261,7 @@ def align(
         if result is None:
             notes.append(f"acoustic alignment failed for {len(mine)} words at {a}-{b} ms: transcriber's times kept")
             continue
-        for i, span in zip(mine, result.spans):
-            out[i] = guard(words[i], span)
+        for i, span, pause in zip(mine, result.spans, result.at_pause):
+            out[i] = guard(words[i], span and to_energy_edges(span, pause, regions))
         fillers += result.fillers
     return in_order(out), fillers, notes  # a kept time next to aligned ones can overlap them
