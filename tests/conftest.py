@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from avstack import synth
+
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "ecog_en"
 
@@ -23,7 +25,10 @@ def _layouts() -> list:
 
 
 LAYOUTS = _layouts()  # the registered tasks' folder layouts (EcoG's 指令N), as the CLI passes them
-needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+needs_espeak = pytest.mark.skipif(
+    not synth.espeak_available(),
+    reason="eSpeak NG is not installed (pip install espeakng-loader: the dev extra has it)",
+)
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,9 @@
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
 
-from avstack import images, media, synth
+from avstack import awkward, images, media, synth
 
 
 def _clip(tmp_path, name, **kw):
@@ -58,11 +57,11 @@ def test_rotated_mov_is_upright_and_reports_display_size(tmp_path):
     assert synth.read_index(np.rot90(img, -1)) == media.sample_frames(path).last.index
 
 
-@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg CLI not installed")
+@pytest.mark.skipif(awkward.ffmpeg_exe() is None, reason="no ffmpeg program (pip install imageio-ffmpeg)")
 def test_rotation_matches_ffmpeg_autorotate(tmp_path):
     path, _ = _clip(tmp_path, "rot.MOV", width=480, height=272, rotation=90, duration_s=0.5)
     png = tmp_path / "ff.png"
-    subprocess.run(["ffmpeg", "-v", "error", "-i", str(path), "-frames:v", "1", str(png)], check=True)
+    subprocess.run([awkward.ffmpeg_exe(), "-v", "error", "-i", str(path), "-frames:v", "1", str(png)], check=True)
     import cv2
 
     ff = cv2.cvtColor(cv2.imread(str(png)), cv2.COLOR_BGR2RGB)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shutil
 import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -194,7 +193,7 @@ def data(tmp_path_factory) -> tuple[Path, Path]:
     root.mkdir()
     for name, red in RED.items():
         audio = None
-        if shutil.which("espeak-ng"):  # else the spoken-word checks skip (needs_espeak)
+        if synth.espeak_available():  # else the spoken-word checks skip (needs_espeak)
             words = ["please", "take", "the", FRUIT[name], "now"]
             audio, _ = synth.speak(words, [600, 1100, 1500, 1800, 2600], DURATION_S, seed=2)
         _write_clip(root / name, red, audio if audio is not None else np.zeros(DURATION_S * 16000, np.float32))

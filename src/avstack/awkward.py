@@ -35,8 +35,24 @@ class Truth:
         return round(BEEP_S * 1000) + self.audio_shift_ms
 
 
+def ffmpeg_exe() -> str | None:
+    """The ffmpeg program: on PATH, else the static build the imageio-ffmpeg wheel carries."""
+    found = shutil.which("ffmpeg")
+    if found:
+        return found
+    try:
+        import imageio_ffmpeg
+
+        return str(imageio_ffmpeg.get_ffmpeg_exe())
+    except (ImportError, RuntimeError):
+        return None
+
+
 def available() -> bool:
-    return shutil.which("ffmpeg") is not None and shutil.which("ffprobe") is not None
+    """ffmpeg builds the files; ffprobe is the reference their truths are checked against (its
+    start times: FFmpeg's own probes disagree across versions on where AAC's and Opus's priming
+    starts a Matroska file, by 7-21 ms, so PyAV's newer libraries are no stand-in)."""
+    return ffmpeg_exe() is not None and shutil.which("ffprobe") is not None
 
 
 def _video(d: float = LONG_S, rate: str = "25") -> list[str]:
@@ -48,9 +64,9 @@ def source_audio(path: Path, d: float = LONG_S, beep_s: float = BEEP_S, speech: 
     """The audio source: a beep, then (with espeak-ng) the sentence at WORD_BEGINS_MS, 48 kHz mono."""
     t = np.arange(int(d * SOURCE_RATE)) / SOURCE_RATE
     audio = np.where((t >= beep_s) & (t < beep_s + BEEP_LEN_S), 0.5 * np.sin(2 * np.pi * 1000 * t), 0.0)
-    if speech and shutil.which("espeak-ng") and d >= 4.0:
-        from . import synth
+    from . import synth
 
+    if speech and synth.espeak_available() and d >= 4.0:
         spoken, _ = synth.speak(WORDS, WORD_BEGINS_MS, d, seed=5)  # 16 kHz
         audio[: len(spoken) * 3] += np.repeat(spoken, 3)[: len(audio)]  # 48 kHz, no shift
     sf.write(path, audio.astype(np.float32), SOURCE_RATE, subtype="FLOAT")
@@ -160,7 +176,10 @@ def ffprobe_frame_times(path: Path) -> list[float]:
 
 
 def _ff(*args: str) -> None:
-    subprocess.run(["ffmpeg", "-v", "error", "-y", *args], check=True)
+    exe = ffmpeg_exe()
+    if exe is None:
+        raise RuntimeError("ffmpeg is not installed (pip install imageio-ffmpeg, or apt-get install ffmpeg)")
+    subprocess.run([exe, "-v", "error", "-y", *args], check=True, capture_output=True)
 
 
 def build(root: Path, speech: bool = True) -> dict[str, Truth]:
@@ -192,7 +211,10 @@ def build(root: Path, speech: bool = True) -> dict[str, Truth]:
     fmt = ffprobe_starts(root / "trimmed.mp4")["format"]
     truths["trimmed.mp4"] = Truth(round((shown[round(FLASH_S * 25) - cut] - fmt) * 1000), -500)
     # a rotated phone clip: the display matrix only
-    _ff("-i", str(root / "plain.mp4"), "-c", "copy", "-metadata:s:v:0", "rotate=90", str(root / "rotated.mp4"))
+    try:  # FFmpeg 6 and later set the display matrix with -display_rotation (the rotate tag is gone)
+        _ff("-display_rotation:v:0", "90", "-i", str(root / "plain.mp4"), "-c", "copy", str(root / "rotated.mp4"))
+    except subprocess.CalledProcessError:  # FFmpeg 5
+        _ff("-i", str(root / "plain.mp4"), "-c", "copy", "-metadata:s:v:0", "rotate=90", str(root / "rotated.mp4"))
     truths["rotated.mp4"] = truths["plain.mp4"]
     return truths
 

@@ -148,9 +148,75 @@ def place_words(
     return audio, truth
 
 
-def speak_word(text: str, voice: str = "en", rate: int = 16_000, speed: int = 150) -> np.ndarray:
-    """One word spoken by espeak-ng (Debian package), trimmed to its voiced part."""
+def espeak_available() -> bool:
+    """Can words be spoken: eSpeak NG's library from the espeakng-loader wheel (no system package
+    needed), or the espeak-ng program."""
     import shutil
+
+    return _espeak_library() is not None or shutil.which("espeak-ng") is not None
+
+
+def pinyin_speakable() -> bool:
+    """Can Mandarin be spoken from pinyin (the cmn-latn-pinyin voice)? Only by the espeak-ng
+    program: the library in the espeakng-loader wheel reads "ba3" so that Whisper hears no
+    Mandarin in it (measured: 0 of 5 words recognized where the program's speech gives 5)."""
+    import shutil
+
+    return shutil.which("espeak-ng") is not None
+
+
+_ESPEAK: dict[str, Any] = {}  # the library, loaded once: its callback, the samples it hands over, a lock
+
+
+def _espeak_library() -> dict[str, Any] | None:
+    if "lib" in _ESPEAK:
+        return _ESPEAK["lib"] and _ESPEAK
+    try:
+        import ctypes
+        import threading
+
+        import espeakng_loader
+    except ImportError:
+        _ESPEAK["lib"] = None
+        return None
+    lib = ctypes.cdll.LoadLibrary(espeakng_loader.get_library_path())
+    chunks: list[np.ndarray] = []
+
+    def take(wav: Any, n: int, _events: Any) -> int:
+        if n > 0:
+            chunks.append(np.ctypeslib.as_array(wav, shape=(n,)).copy())
+        return 0
+
+    callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)(take)
+    synchronous = 2  # AUDIO_OUTPUT_SYNCHRONOUS: samples come to the callback, nothing is played
+    rate = lib.espeak_Initialize(synchronous, 0, os.path.dirname(espeakng_loader.get_data_path()).encode(), 0)
+    if rate <= 0:
+        _ESPEAK["lib"] = None
+        return None
+    lib.espeak_SetSynthCallback(callback)
+    _ESPEAK.update(lib=lib, callback=callback, chunks=chunks, rate=rate, lock=threading.Lock())
+    return _ESPEAK
+
+
+def _espeak(text: str, voice: str, speed: int) -> tuple[np.ndarray, int]:
+    """eSpeak NG's samples for `text` and their rate: the espeak-ng program where it is installed,
+    else the library from the espeakng-loader wheel (English samples are the same from both;
+    the wheel's data speaks pinyin differently, see pinyin_speakable)."""
+    import shutil
+
+    engine = None if shutil.which("espeak-ng") else _espeak_library()
+    if engine is not None:
+        with engine["lock"]:
+            engine["chunks"].clear()
+            if engine["lib"].espeak_SetVoiceByName(voice.encode()) != 0:
+                raise RuntimeError(f"eSpeak NG has no voice {voice!r}")
+            engine["lib"].espeak_SetParameter(1, speed, 0)  # espeakRATE, words per minute
+            data = text.encode()
+            # from character 0 (POS_CHARACTER) to the end, UTF-8 text
+            engine["lib"].espeak_Synth(data, len(data) + 1, 0, 1, 0, 1, None, None)
+            engine["lib"].espeak_Synchronize()
+            pcm = np.concatenate(engine["chunks"]) if engine["chunks"] else np.zeros(0, np.int16)
+        return pcm.astype(np.float32) / 32768, engine["rate"]
     import subprocess
     import tempfile
 
@@ -158,14 +224,18 @@ def speak_word(text: str, voice: str = "en", rate: int = 16_000, speed: int = 15
 
     exe = shutil.which("espeak-ng")
     if exe is None:
-        raise RuntimeError("espeak-ng is not installed (apt-get install espeak-ng)")
+        raise RuntimeError("eSpeak NG is not installed (pip install espeakng-loader, or apt-get install espeak-ng)")
     with tempfile.NamedTemporaryFile(suffix=".wav") as tmp:
         subprocess.run([exe, "-v", voice, "-s", str(speed), "-w", tmp.name, text], check=True, capture_output=True)
         wav, sr = sf.read(tmp.name, dtype="float32")
-    if wav.ndim > 1:
-        wav = wav.mean(axis=1)
+    return (wav.mean(axis=1) if wav.ndim > 1 else wav), sr
+
+
+def speak_word(text: str, voice: str = "en", rate: int = 16_000, speed: int = 150) -> np.ndarray:
+    """One word spoken by eSpeak NG (see _espeak), trimmed to its voiced part."""
+    wav, sr = _espeak(text, voice, speed)
     wav = _resample(wav, sr, rate)
-    loud = np.flatnonzero(np.abs(wav) > 0.02 * np.abs(wav).max())
+    loud = np.flatnonzero(np.abs(wav) > 0.02 * np.abs(wav).max()) if wav.size else np.zeros(0, int)
     wav = wav[loud[0] : loud[-1] + 1] if loud.size else wav[:0]
     return (wav / (np.abs(wav).max() + 1e-9) * 0.5).astype(np.float32)
 
