@@ -48,6 +48,10 @@ def test_the_wheel_holds_every_module_and_data_file(wheel):
     missing = sorted(_source_files() - names)
     assert not missing, f"the built wheel lacks {missing}"
     assert "avstack/tasks/videoqa/runs.py" in names  # the module a hand-kept package list forgot
+    samples = ROOT / "samples" / "ecog_en"  # the bundled sample set, for the demo and the docs' examples
+    assert {
+        f"avstack/samples/ecog_en/{p.relative_to(samples).as_posix()}" for p in samples.rglob("*") if p.is_file()
+    } <= names
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     assert f"Version: {avstack.__version__}" in zipfile.ZipFile(wheel).read(meta).decode()
 

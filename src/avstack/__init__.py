@@ -5,6 +5,7 @@ The public API (everything else under avstack.* is internal):
     prepare(data_root, out, ...)       frames at true times, audio, word-timed ASR, a manifest
     open_prepared(path)                the prepared clips as ClipRecords (frames as FrameRefs)
     sample_frames(video, fps=, times_ms=)   frames of one file at true presentation times
+    sample_root()                      the bundled sample set (seven clips), wherever avstack is installed
     transcribe(audio_or_video, ...)    words with times (Transcript, Word)
     stack(variant, drop, ...)          an input stack (Stack); render(prepared, record, stack, format=)
     score(task, truth, predictions)    the benchmark's own scores
@@ -29,6 +30,7 @@ __all__ = [
     "prepare",
     "render",
     "sample_frames",
+    "sample_root",
     "score",
     "stack",
     "transcribe",

@@ -111,6 +111,20 @@ class Prepared:
         return f"Prepared({str(self.path)!r}, {len(self)} clips)"
 
 
+def sample_root() -> Path:
+    """The bundled sample set: seven EcoG-style English clips with their annotations (the data
+    `make demo` runs on), from the installed package, or a checkout's samples/ecog_en."""
+    from importlib.resources import files
+
+    try:
+        found = Path(str(files("avstack.samples") / "ecog_en"))
+    except ModuleNotFoundError:
+        found = Path(__file__).resolve().parents[2] / "samples" / "ecog_en"
+    if not found.is_dir():
+        raise FileNotFoundError(f"the bundled sample set is missing (looked in {found})")
+    return found
+
+
 def open_prepared(path: PathLike) -> Prepared:
     """Open a prepared folder: `for clip in open_prepared(p): clip.frames[0].pts_ms`."""
     return Prepared(path)
@@ -238,6 +252,7 @@ __all__ = [
     "prepare",
     "render",
     "sample_frames",
+    "sample_root",
     "score",
     "stack",
     "transcribe",
