@@ -69,14 +69,14 @@ def test_a_chunk_that_fails_to_align_keeps_the_transcribers_times_and_says_so():
     """Too little audio for the words (80 ms for two three-syllable words: no path through the
     grammar), and words said over nothing but faint noise: both keep Whisper's times, noted."""
     words = [asr.Word("elephant", 0, 40, 0.5), asr.Word("sandwich", 40, 80, 0.5)]
-    got, fillers, notes = acoustic.align(words, synth.noise(0.08, level=0.01, seed=1), [])
+    got, fillers, notes, _ = acoustic.align(words, synth.noise(0.08, level=0.01, seed=1), [])
     assert (
         got == words
         and not fillers
         and notes == ["acoustic alignment failed for 2 words at 0-80 ms: transcriber's times kept"]
     )
     words = [asr.Word("elephant", 300, 900, 0.5), asr.Word("sandwich", 900, 1500, 0.5)]
-    got, _, notes = acoustic.align(words, synth.noise(2.0, level=0.001, seed=1), [])
+    got, _, notes, _ = acoustic.align(words, synth.noise(2.0, level=0.001, seed=1), [])
     assert got == words and len(notes) == 1 and "failed" in notes[0]
 
 

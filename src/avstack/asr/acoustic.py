@@ -218,12 +218,15 @@ def chunks(words: list[Word], regions: list[tuple[int, int]], duration_ms: int) 
 def to_energy_edges(
     span: tuple[int, int], at_pause: tuple[bool, bool], regions: list[tuple[int, int]]
 ) -> tuple[int, int]:
-    """An edge the aligner put next to a pause moves to the nearest edge of the speech energy
-    (within EDGE_REACH_MS): the HMM's 10 ms frames and its silence model place such an edge only
-    roughly, while there the signal has a clear edge of its own. Edges inside speech stay."""
+    """An edge the aligner put next to a pause moves to the speech energy's own edge there (within
+    EDGE_REACH_MS): the HMM's 10 ms frames and its silence model place such an edge only roughly,
+    while a word's onset is a clear rise of energy. A word's end only moves later: what ends a
+    word (a stop's release, a voiceless tail) is quiet, below the energy's voicing threshold, so
+    an energy offset before the aligner's end is no evidence that the word had ended (moved
+    there, ends came out early: tuning seeds p90 36 ms against 25). Edges inside speech stay."""
     begin, end = span
     onsets = [a for a, _ in regions if abs(a - begin) <= EDGE_REACH_MS]
-    offsets = [b for _, b in regions if abs(b - end) <= EDGE_REACH_MS]
+    offsets = [b for _, b in regions if 0 <= b - end <= EDGE_REACH_MS]
     if at_pause[0] and onsets:
         begin = min(onsets, key=lambda a: abs(a - begin))
     if at_pause[1] and offsets:
@@ -241,11 +244,12 @@ def guard(model: Word, aligned: tuple[int, int] | None) -> Word:
 
 def align(
     words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]]
-) -> tuple[list[Word], list[Word], list[str]]:
-    """The words with acoustic edges (guarded), the fillers found between them, and notes on the
-    chunks that kept the transcriber's times."""
+) -> tuple[list[Word], list[Word], list[str], list[bool]]:
+    """The words with acoustic edges (guarded), the fillers found between them, notes on the
+    chunks that kept the transcriber's times, and per word whether the acoustics timed it."""
     duration_ms = int(len(samples) * 1000 / RATE)
     out = list(words)
+    timed = [False] * len(words)
     fillers: list[Word] = []
     notes: list[str] = []
     decoder = _decoder()
@@ -263,5 +267,6 @@ def align(
             continue
         for i, span, pause in zip(mine, result.spans, result.at_pause):
             out[i] = guard(words[i], span and to_energy_edges(span, pause, regions))
+            timed[i] = out[i] != words[i]
         fillers += result.fillers
-    return in_order(out), fillers, notes  # a kept time next to aligned ones can overlap them
+    return in_order(out), fillers, notes, timed  # a kept time next to aligned ones can overlap them

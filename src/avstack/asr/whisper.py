@@ -12,7 +12,7 @@ import numpy as np
 
 from . import acoustic
 from .align import aligner_model, aligner_setting, realign
-from .models import SAMPLED, SEED_LOCK, load_model, replicas, seeded_model
+from .models import SAMPLED, SEED_LOCK, load_model, replicas, resolve_model, seeded_model
 from .refine import (
     bound_to_speech,
     in_order,
@@ -77,11 +77,23 @@ def _finish(
         dropped.append(f"repetition loop: {removed} words")
     fillers: list[Word] = []
     if by_acoustics and words:
-        words, fillers, notes = acoustic.align(words, samples, voiced_regions(samples) if regions is None else regions)
+        regions = voiced_regions(samples) if regions is None else regions
+        aligned, fillers, notes, timed = acoustic.align(words, samples, regions)
         dropped += notes
+        if not all(timed):
+            # words the acoustics could not time (a chunk holding a misheard word, or a pack
+            # neighbour's) take what the path before this one gave them: cross-attention times
+            # on this clip's own audio (a tiny model's by base where base is on this machine),
+            # refined and guarded (held-out packed word-by-word p90 306 ms with the transcriber's
+            # pack times kept, 67 with these)
+            before, _ = _cross_attention_times(
+                words, dropped, language, samples, _previous_timer(s), regions, own_audio
+            )
+            fallback = _refined(before, regions) if s.refine else before
+            aligned = in_order([a if t else f for a, f, t in zip(aligned, fallback, timed)])
+        words = aligned
     elif not by_acoustics and s.refine and regions is not None:
-        refined = bound_to_speech(pull_into_speech(snap_to_regions(words, regions), regions), regions)
-        words = collapse_guard(words, own_region_edges(refined, regions))
+        words = _refined(words, regions)
     if s.fillers:
         words = sorted(words + fillers, key=lambda w: (w.begin_ms, w.end_ms))
     return Transcript(s.model, language, tuple(words), s, tuple(dropped), runtime_of(s), tuple(fillers))
@@ -108,6 +120,20 @@ def _cross_attention_times(
         except Exception as exc:  # noqa: BLE001 - the transcription's own times still stand
             dropped.append(f"aligner {timer[0]} failed ({type(exc).__name__}: {exc}); the transcription's times kept")
     return words, regions
+
+
+def _previous_timer(s: AsrSettings) -> AsrSettings:
+    """The cross-attention aligner that timed words before the acoustic aligner: base for a tiny
+    model when base is on this machine (bundled or a local folder: resolving fetches nothing),
+    else the transcriber itself."""
+    tiny = s.model in ("tiny", "tiny.en") and resolve_model("base") != "base"
+    return replace(s, aligner="base" if tiny else "self")
+
+
+def _refined(words: list[Word], regions: list[tuple[int, int]]) -> list[Word]:
+    """The energy refinement (asr.refine), guarded: a word it squeezes keeps its own times."""
+    refined = bound_to_speech(pull_into_speech(snap_to_regions(words, regions), regions), regions)
+    return collapse_guard(words, own_region_edges(refined, regions))
 
 
 COLLAPSED_MS = 30  # shorter than one phone: a word squeezed to this was not measured, it was lost
