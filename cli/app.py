@@ -40,6 +40,7 @@ def _root(
 
 
 T = TypeVar("T")
+ALIGN_HELP = "What times the words: auto (= acoustic: phone HMMs for English, else self), self, none, or a model name"
 QUESTIONS_HELP = "videoqa: the questions file (JSONL/CSV; Charades-STA .txt, QVHighlights .jsonl, Video-MME table)"
 QFORMAT_HELP = "videoqa: auto, generic, charades, qvhighlights or videomme"
 DROP_HELP = "Anchor to drop: frame_ts, word_ts, asr, frames (repeatable)"
@@ -127,12 +128,10 @@ def prepare(
     refine_words: Annotated[
         bool, typer.Option(help="Snap ASR word edges to speech-energy edges (measured: benchmarks/asr_timing.py)")
     ] = True,
-    aligner: Annotated[
-        str,
-        typer.Option(
-            help="Model timing words on a clip's own audio: auto (base for tiny if installed), self, none, a name"
-        ),
-    ] = "auto",
+    aligner: Annotated[str, typer.Option(help=ALIGN_HELP)] = "auto",
+    fillers: Annotated[
+        bool, typer.Option(help="Report the fillers the acoustic aligner finds (um, uh, er) as words too")
+    ] = False,
     decode: Annotated[str, typer.Option(help="auto, selective or sequential (identical frames)")] = "auto",
     asr_mode: Annotated[
         str,
@@ -181,6 +180,7 @@ def prepare(
             asr_device=device,
             asr_refine=refine_words,
             asr_aligner=aligner,
+            asr_fillers=fillers,
             decode=decode,
             threads=threads,
             asr_threads=asr_threads,
@@ -206,12 +206,13 @@ def transcribe(
     lang: Annotated[str, typer.Option(help="auto, en, zh, ...")] = "auto",
     device: Annotated[str, typer.Option(help="auto, cpu, cuda")] = "auto",
     refine: Annotated[bool, typer.Option(help="Snap word edges to speech-energy edges")] = True,
-    aligner: Annotated[str, typer.Option(help="Model timing the words: auto, self, none, or a name")] = "auto",
+    aligner: Annotated[str, typer.Option(help=ALIGN_HELP)] = "auto",
+    fillers: Annotated[bool, typer.Option(help="Report the fillers found (um, uh, er) as words too")] = False,
 ) -> None:
     """Print word-level ASR JSON (EcoG annotations shape), one line per file."""
     from avstack.asr import AsrSettings, transcribe_file
 
-    settings = AsrSettings(model=model, device=device, language=lang, refine=refine, aligner=aligner)
+    settings = AsrSettings(model=model, device=device, language=lang, refine=refine, aligner=aligner, fillers=fillers)
     failed = 0
     for path in paths:
         try:

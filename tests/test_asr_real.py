@@ -110,3 +110,26 @@ def test_a_long_disfluent_take_with_a_quiet_stretch_holds_its_edges():
     # 120 / 626 ms the energy rules gave on real takes
     assert sc["boundary_median_ms"] <= 60 and sc["boundary_p90_ms"] <= 200, sc
     assert np.isfinite(sc["bias_ms"])
+
+
+@needs_espeak
+def test_the_cli_reports_fillers_as_words_when_asked(tmp_path):
+    import json
+
+    import soundfile as sf
+    from avstack_cli.app import app
+    from typer.testing import CliRunner
+
+    # "er" before the words, which tiny.en leaves out of its transcript
+    audio, _ = synth.speak(["er|er", "hand", "me", "the", "cup"], [300, 1500, 1900, 2150, 2500], 3.5, seed=5)
+    wav = tmp_path / "uh.wav"
+    sf.write(wav, audio, 16_000)
+    runs = {}
+    for flag in ("--no-fillers", "--fillers"):
+        res = CliRunner().invoke(app, ["transcribe", str(wav), "--lang", "en", flag])
+        assert res.exit_code == 0, res.output
+        runs[flag] = json.loads(res.output.strip().splitlines()[-1])
+    plain, with_fillers = runs["--no-fillers"], runs["--fillers"]
+    assert plain["fillers"] and plain["fillers"] == with_fillers["fillers"]  # found either way, in the record
+    assert plain["fillers"][0]["begin_time"] < 700  # the "er" itself, before the first word
+    assert len(with_fillers["words"]) == len(plain["words"]) + len(plain["fillers"])

@@ -163,12 +163,15 @@ def transcribe(
     device: str = "auto",
     refine: bool = True,
     aligner: str = "auto",
+    fillers: bool = False,
 ) -> Transcript:
     """Words with times in ms (`Transcript.words`: text, begin_ms, end_ms, prob) from 16 kHz mono
     float32 samples, or from a media file's heard audio track placed on the clip's clock (so the
     times match `sample_frames`). `model`: tiny.en and base work offline; any faster-whisper name
-    or folder. `language` auto detects (English for a .en model). `aligner`: the model whose
-    cross-attention times the words (auto: base for a tiny model when installed; self)."""
+    or folder. `language` auto detects (English for a .en model). `aligner`: what times the words
+    (auto: phone HMMs on the audio for English, the transcriber's own times elsewhere; self, none,
+    or a model whose cross-attention times them). `fillers`: the fillers found ("um", "uh") are
+    in `Transcript.fillers` always, and among the words too when True."""
     import numpy as np
 
     from . import media
@@ -181,6 +184,7 @@ def transcribe(
         language=language_setting(language, None, model),
         refine=refine,
         aligner=aligner_setting(aligner, model),
+        fillers=fillers,
     )
     if isinstance(audio_or_video, np.ndarray):
         return run_asr(audio_or_video.astype(np.float32, copy=False), settings)

@@ -64,10 +64,10 @@ class PrepareSettings:
     asr_batch: int = 16  # clips per batch when batched
     asr_refine: bool = True  # snap word edges to speech-energy edges (see benchmarks/asr_timing.py)
     asr_threads: int = 1  # CPU threads of one transcription: fixed, so words never depend on workers or cores
-    # the model whose cross-attention times the words on the clip's own audio: auto (base for a
-    # tiny model when base is here, else self), self (the transcriber), none (the transcription's
-    # times as they are: a packed clip's from its pack) or a model name (asr.align)
+    # what times the words (asr.AsrSettings.aligner): auto (= acoustic: phone HMMs on the clip's
+    # own audio for English, else the transcriber's own), self, none, or a model name (asr.align)
     asr_aligner: str = "auto"
+    asr_fillers: bool = False  # the fillers found ("um", "uh") reported as words too
     audio_track: int | None = None  # the audio track heard (0 = first); None: the default-marked one
 
     def frame_key(self, video_sha: str) -> str:
@@ -210,6 +210,7 @@ def _asr_settings(job: ClipJob, s: PrepareSettings) -> Any:
         threads=s.asr_threads,
         # resolved here, so the cache key names the model that timed the words
         aligner=asr.aligner_setting(s.asr_aligner, s.asr_model),
+        fillers=s.asr_fillers,
     )
 
 
