@@ -240,14 +240,45 @@ def summarize(cases: list[Case], hyps: list[list[asr.Word]], noise_words: int, r
     (`reliability`: per probability bin, how many words and the share that were recognized)."""
     total = CaseScore(0, 0)
     for case, words in zip(cases, hyps):
-        sc = score_case(case.truth, words, case.lang)
-        total.words += sc.words
-        total.recognized += sc.recognized
-        total.begin_errors += sc.begin_errors
-        total.end_errors += sc.end_errors
-        total.signed += sc.signed
-        total.causes += sc.causes
-        total.collapsed += sc.collapsed
+        for truth, heard in utterances(case.truth, words):
+            _add(total, score_case(truth, heard, case.lang))
+    return _summary(cases, hyps, total, noise_words, rtf)
+
+
+def utterances(
+    truth: list[dict[str, Any]], hyp: Sequence[asr.Word]
+) -> list[tuple[list[dict[str, Any]], list[asr.Word]]]:
+    """A long take scored utterance by utterance (truth words marked "utterance"), each against
+    the words heard in its stretch (cut at the middle of the pauses between utterances): matched
+    over a whole take, a repeated word ("the", "put") could pair with one said a minute away."""
+    if not truth or "utterance" not in truth[0]:
+        return [(truth, list(hyp))]
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for t in truth:
+        groups.setdefault(t["utterance"], []).append(t)
+    spans = [(g[0]["begin_time"], g[-1]["end_time"]) for g in groups.values()]
+    cuts = [(a[1] + b[0]) / 2 for a, b in zip(spans, spans[1:])]
+    out = []
+    for k, g in enumerate(groups.values()):
+        lo = cuts[k - 1] if k else float("-inf")
+        hi = cuts[k] if k < len(cuts) else float("inf")
+        out.append((g, [w for w in hyp if lo <= (w.begin_ms + w.end_ms) / 2 < hi]))
+    return out
+
+
+def _add(total: CaseScore, sc: CaseScore) -> None:
+    total.words += sc.words
+    total.recognized += sc.recognized
+    total.begin_errors += sc.begin_errors
+    total.end_errors += sc.end_errors
+    total.signed += sc.signed
+    total.causes += sc.causes
+    total.collapsed += sc.collapsed
+
+
+def _summary(
+    cases: list[Case], hyps: list[list[asr.Word]], total: CaseScore, noise_words: int, rtf: float
+) -> dict[str, Any]:
     both = total.begin_errors + total.end_errors
     return {
         "clips": len(cases),
@@ -501,6 +532,7 @@ def disfluent_case(seed: int, take_s: tuple[int, int] = (20, 60), noise_level: f
     rng = random.Random(f"disfluent:{seed}")
     target_ms = rng.randint(*take_s) * 1000
     placed: list[tuple[str, np.ndarray, int, bool]] = []  # text, audio, start, is a word of the truth
+    utterance_of: list[int] = []  # per placed item, the utterance it belongs to
     t = rng.randint(300, 900)
     while t < target_ms - 4000:
         words = sentence("en", rng)
@@ -523,12 +555,13 @@ def disfluent_case(seed: int, take_s: tuple[int, int] = (20, 60), noise_level: f
                 f = synth.speak_word(rng.choice(FILLER_WORDS), "en", speed=100) * gain
                 placed.append(("uh", f, t, False))
                 t += int(len(f) * 1000 / asr.RATE) + rng.randint(150, 500)
+        utterance_of += [max(utterance_of, default=-1) + 1] * (len(placed) - len(utterance_of))
         t += rng.randint(800, 2500)  # between utterances
     duration_s = (t + 600) / 1000
     audio, times = synth.place_words(
         [(p[0], p[1]) for p in placed], [p[2] for p in placed], duration_s, noise_level=noise_level, seed=seed
     )
-    truth = [tm for tm, p in zip(times, placed) if p[3]]
+    truth = [tm | {"utterance": u} for tm, p, u in zip(times, placed, utterance_of) if p[3]]
     fillers = tuple(tm for tm, p in zip(times, placed) if not p[3])
     return DisfluentCase("en", audio, truth, seed, fillers)
 
