@@ -7,16 +7,18 @@ real speech that shows as a word that starts where a filler the transcript left 
 this" gives "this" the "um"), words squeezed to a few ms, drawn-out words that end early. An HMM
 aligner scores every 10 ms frame against the phones of the words, so a word takes the frames
 that sound like it: a phone lasts at least 3 frames (no word collapses), and between any two
-words the grammar allows silence, noise, and the fillers people say ("um", "uh", "er", ...), so
-an unspoken-for sound gets its own span instead of being absorbed by a neighbour.
+words the grammar allows silence, noise, and the fillers people say ("um", "uh", "er"), so an
+unspoken-for hesitation gets its own span instead of being absorbed by a neighbour.
 
 How: the take is cut into chunks of at most CHUNK_S at pauses (the longest silences between voiced
 regions); each chunk's words are aligned as a finite-state grammar: optional fillers, word 1,
 optional fillers, word 2, ..., with silence and noise allowed anywhere. Words outside the
 dictionary get a letter-by-letter pronunciation (an approximation: its length is about right,
-which is what an edge needs). A chunk whose alignment fails (no path, or a different word
-sequence) keeps the transcriber's times and says so; `guard` keeps a word's own times where the
-alignment cannot show it did better.
+which is what an edge needs). An edge next to a pause the aligner found moves to the speech
+energy's own edge (`to_energy_edges`). A chunk whose alignment fails (no path, or a different
+word sequence) is noted, and its words are reported untimed: the caller (asr.whisper) gives them
+the times of the path before this one; `guard` keeps a word's own times where the alignment
+cannot show it did better.
 """
 
 from __future__ import annotations
