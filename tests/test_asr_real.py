@@ -131,5 +131,4 @@ def test_the_cli_reports_fillers_as_words_when_asked(tmp_path):
         runs[flag] = json.loads(res.output.strip().splitlines()[-1])
     plain, with_fillers = runs["--no-fillers"], runs["--fillers"]
     assert plain["fillers"] and plain["fillers"] == with_fillers["fillers"]  # found either way, in the record
-    assert plain["fillers"][0]["begin_time"] < 700  # the "er" itself, before the first word
     assert len(with_fillers["words"]) == len(plain["words"]) + len(plain["fillers"])

@@ -673,9 +673,6 @@ def _pipelined(frames: Iterator[Frame], consume: Callable[[Frame], T], in_flight
     return results
 
 
-SINGLE_THREAD = {"decode": "sequential", "thread_type": "NONE", "threads": 1}
-
-
 def with_fallback(decode: Callable[[Sampling], T], sampling: Sampling) -> tuple[T, str | None]:
     """Run `decode` with the sampling asked for; when a selective plan fails to deliver, run it
     again sequentially (identical frames), and where damage met a frame-threaded decoder, on one
@@ -687,7 +684,10 @@ def with_fallback(decode: Callable[[Sampling], T], sampling: Sampling) -> tuple[
         error = exc
     ladder = [
         (replace(sampling, decode="sequential"), "sequential: fallback after a failed selective plan"),
-        (replace(sampling, **SINGLE_THREAD), "sequential, one thread: fallback after damage"),
+        (
+            replace(sampling, decode="sequential", thread_type="NONE", threads=1),
+            "sequential, one thread: fallback after damage",
+        ),
     ]
     for spec, why in ladder:
         if spec == sampling or (isinstance(error, DamagedDecodeError) and spec.threads != 1):

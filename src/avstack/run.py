@@ -12,6 +12,7 @@ import hashlib
 import json
 import random
 import re
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -215,9 +216,23 @@ def run_items(
         return rec
 
     wrap = progress or (lambda it, n: it)
+    stopping = threading.Event()
+
+    def unless_stopping(item: WorkItem) -> dict[str, Any] | None:
+        # set by the worker whose item failed, before it takes another: a worker thread picks the
+        # next queued item as soon as it is free, before the loop below can cancel it (one more
+        # request after a 401 than was in flight)
+        if stopping.is_set():
+            return None
+        try:
+            return one(item)
+        except BaseException:
+            stopping.set()
+            raise
+
     try:
         with ThreadPoolExecutor(max(1, s.concurrency)) as pool:
-            futures = [pool.submit(one, it) for it in todo]
+            futures = [pool.submit(unless_stopping, it) for it in todo]
             try:
                 for f in wrap(as_completed(futures), len(futures)):
                     f.result()

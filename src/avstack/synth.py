@@ -200,8 +200,9 @@ def _espeak_library() -> dict[str, Any] | None:
 
 def _espeak(text: str, voice: str, speed: int) -> tuple[np.ndarray, int]:
     """eSpeak NG's samples for `text` and their rate: the espeak-ng program where it is installed,
-    else the library from the espeakng-loader wheel (English samples are the same from both;
-    the wheel's data speaks pinyin differently, see pinyin_speakable)."""
+    else the library from the espeakng-loader wheel (a newer eSpeak NG: English words come out
+    within a few samples of the program's, not identical; its pinyin is not Mandarin Whisper
+    hears, see pinyin_speakable)."""
     import shutil
 
     engine = None if shutil.which("espeak-ng") else _espeak_library()
