@@ -17,6 +17,7 @@ from conftest import needs_espeak
 
 from avstack import asr, asr_eval, synth
 from avstack.asr import acoustic
+from avstack.asr.refine import voiced_regions
 
 pytestmark = pytest.mark.skipif(not acoustic.available(), reason="pocketsphinx is not installed")
 
@@ -94,6 +95,21 @@ def test_the_word_after_a_filler_does_not_begin_in_it():
     assert all(not (f.begin_ms < spoken[0]["begin_time"] - 50 and f.end_ms > first.begin_ms) for f in t.fillers)
     with_fillers = asr.transcribe(audio, asr.AsrSettings(language="en", fillers=True))
     assert len(with_fillers.words) == len(t.words) + len(t.fillers)
+
+
+@needs_espeak
+def test_aligner_processes_give_what_this_process_gives():
+    """prepare aligns in processes of its own (PocketSphinx holds the GIL): the same edges,
+    fillers and notes as aligning here, whichever process a clip lands in."""
+    words = ["um|um", "put", "the", "cup", "there"]
+    audio, truth = synth.speak(words, [300, 1400, 1800, 2000, 2500], 3.5, seed=7)
+    heard = [asr.Word(t["text"], t["begin_time"] + 60, t["end_time"] - 40, 0.9) for t in truth if t["text"] != "um"]
+    regions = voiced_regions(audio)
+    here = acoustic.align(heard, audio, regions)
+    with acoustic.in_processes(2):
+        there = [acoustic.align(heard, audio, regions) for _ in range(3)]
+    assert all(t == here for t in there)
+    assert any(here[3])  # the acoustics timed words: the comparison is of real alignments
 
 
 @needs_espeak

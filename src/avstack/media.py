@@ -212,11 +212,12 @@ def _describe(
     tail = Fraction(int(np.median(deltas))) * tb if len(deltas) else Fraction(0)
     v_start, v_last = Fraction(pts[0]) * tb, Fraction(pts[-1]) * tb
     audio_span = scan.audio_span
-    if audio is not None and audio_span is not None and _edit_listed(container) and audio.start_time is not None:
-        # ISO-BMFF: the edit list says where presentation starts (the demuxer's start_time, as
-        # ffprobe reports it); the first kept packet of a stream-copied trim still carries the
-        # encoder's priming before that. Elsewhere (Matroska, WebM, MPEG-TS) the first packet's
-        # time is the presentation time.
+    if audio is not None and audio_span is not None and audio.start_time is not None:
+        # where the demuxer says the audio starts, not its first packet: an encoder's priming
+        # (AAC's 1024 samples, Opus's pre-skip) leads the first packet and is never heard. MP4's
+        # edit list says so; Matroska and WebM carry it as the codec delay, which FFmpeg 8's
+        # demuxer (the one PyAV ships, and a current player's) applies to the start time. Taken
+        # from the first packet, such a clip's clock sat 7-21 ms after the player's.
         audio_span = (Fraction(audio.start_time) * (audio.time_base or 1), audio_span[1])
     spans = {"video": (v_start, v_last + tail)} | ({"audio": audio_span} if audio_span else {})
     origin = min(a for a, _ in spans.values())  # a player starts at the earliest stream
@@ -259,11 +260,6 @@ def _describe(
         streams=streams,
     )
     return info, scan
-
-
-def _edit_listed(container: av.container.InputContainer) -> bool:
-    """A container whose edit lists the demuxer applies (MP4, MOV, M4V, 3GP)."""
-    return "mov" in container.format.name.split(",") or "mp4" in container.format.name.split(",")
 
 
 def clip_origin(info: ClipInfo) -> Fraction:

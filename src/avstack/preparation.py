@@ -15,6 +15,7 @@ import shutil
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from multiprocessing import get_context
@@ -272,10 +273,14 @@ class AsrFeeder:
         # packs side by side, one per core (each transcription keeps its fixed threads, so the
         # words do not move); a GPU batch takes the device alone
         parallel = 1 if mode == "batched" else cores()
+        self.aligners = ExitStack()
         if parallel > 1:
+            from .asr import acoustic
             from .asr.models import set_replicas
 
             set_replicas(parallel)
+            if self.s.asr_aligner in ("auto", "acoustic") and acoustic.available():
+                self.aligners.enter_context(acoustic.in_processes(parallel))
         self.pool = ThreadPoolExecutor(parallel)
         self.futures: list[Future[None]] = []
 
@@ -326,9 +331,12 @@ class AsrFeeder:
             for group in self._last_groups(items):
                 self.futures.append(self.pool.submit(self._run, settings, group))
         self.pending = {}
-        for f in self.futures:
-            f.result()
-        self.pool.shutdown()
+        try:
+            for f in self.futures:
+                f.result()
+        finally:
+            self.pool.shutdown()
+            self.aligners.close()
 
     def _last_groups(self, items: list[ClipRecord]) -> list[list[ClipRecord]]:
         """The clips left at the end (one pack that never filled): split into TAIL_PACKS smaller

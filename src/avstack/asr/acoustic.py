@@ -24,8 +24,17 @@ cannot show it did better.
 from __future__ import annotations
 
 import bisect
+import os
 import re
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
+from multiprocessing import get_context
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,33 +75,58 @@ def available() -> bool:
     return True
 
 
-def _decoder() -> Any:
-    """A fresh decoder for each clip (80 ms): its noise tracker and feature state carry over from
-    one utterance to the next, so a shared one made a clip's fillers depend on what the process
-    aligned before."""
+@lru_cache(maxsize=1)
+def _lexicon() -> dict[str, list[str]]:
+    """The en-us pronouncing dictionary (cmudict, shipped with the model), read once per process:
+    word -> its pronunciations in the dictionary's order."""
+    from pocketsphinx import get_model_path
+
+    lexicon: dict[str, list[str]] = {}
+    with open(get_model_path("en-us/cmudict-en-us.dict"), encoding="utf-8") as f:
+        for line in f:
+            entry, _, phones = line.partition(" ")
+            lexicon.setdefault(re.sub(r"\(\d+\)$", "", entry), []).append(phones.split("#")[0].strip())
+    return lexicon
+
+
+def _decoder(vocabulary: set[str]) -> Any:
+    """A fresh decoder for each clip: its noise tracker and feature state carry over from one
+    utterance to the next, so a shared one made a clip's fillers depend on what the process
+    aligned before. Its dictionary holds only the clip's words and the fillers: loading all of
+    cmudict took 120 ms a decoder, half of a short clip's alignment; with the words read once
+    per process (`_lexicon`) a decoder takes 10 ms. A word the dictionary lacks is spelled by
+    its letters (`_letter_phones`)."""
     from pocketsphinx import Config, Decoder, get_model_path
 
-    config = Config(
-        hmm=get_model_path("en-us/en-us"),
-        dict=get_model_path("en-us/cmudict-en-us.dict"),
-        lm=None,
-        samprate=RATE,
-        # each chunk normalized by its own cepstral mean: "live" CMN carries the mean over from the
-        # chunks decoded before, so a clip's edges moved with what this process aligned earlier
-        cmn="batch",
-        # a pause between two words as likely as none: the default (0.005) suits read speech
-        # decoded against a language model; here the words are known, and spontaneous speech
-        # pauses between them (at the default, words swallowed the pauses after them)
-        silprob=1.0,
-        # the words are known, so the search holds few paths: beams narrower than decoding's
-        # (1e-48) cost the alignment nothing (tuning seeds 6 / 23 ms either way) and 16% of its
-        # time; at 1e-20 a real sentence's word fell out of the beam (packed p90 74 -> 157 ms)
-        beam=1e-30,
-        wbeam=1e-25,
-        pbeam=1e-30,
-        loglevel="FATAL",
-    )
-    return Decoder(config)
+    lexicon = _lexicon()
+    lines = []
+    for word in sorted(vocabulary | set(FILLERS)):
+        for k, phones in enumerate(lexicon.get(word) or [_letter_phones(word)]):
+            lines.append(f"{word}({k + 1}) {phones}" if k else f"{word} {phones}")
+    with tempfile.TemporaryDirectory(prefix="avstack-dict-") as tmp:
+        path = Path(tmp) / "words.dict"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        config = Config(
+            hmm=get_model_path("en-us/en-us"),
+            dict=str(path),
+            lm=None,
+            samprate=RATE,
+            # each chunk normalized by its own cepstral mean: "live" CMN carries the mean over from the
+            # chunks decoded before, so a clip's edges moved with what this process aligned earlier
+            cmn="batch",
+            # a pause between two words as likely as none: the default (0.005) suits read speech
+            # decoded against a language model; here the words are known, and spontaneous speech
+            # pauses between them (at the default, words swallowed the pauses after them)
+            silprob=1.0,
+            # the words are known, so the search holds few paths: beams narrower than decoding's
+            # (1e-48) cost the alignment nothing (tuning seeds 6 / 23 ms either way) and 16% of its
+            # time; at 1e-20 a real sentence's word fell out of the beam (packed p90 74 -> 157 ms)
+            beam=1e-30,
+            wbeam=1e-25,
+            pbeam=1e-30,
+            loglevel="FATAL",
+        )
+        return Decoder(config)
 
 
 def _spoken(text: str) -> str:
@@ -116,13 +150,6 @@ def _letter_phones(word: str) -> str:
     return " ".join(p for p in phones if p) or "AH"
 
 
-def _token(decoder: Any, part: str) -> str:
-    """The grammar token for one spoken word, added to the dictionary when it is missing."""
-    if decoder.lookup_word(part) is None:
-        decoder.add_word(part, _letter_phones(part), True)
-    return part
-
-
 @dataclass(frozen=True)
 class ChunkResult:
     """One chunk's alignment: per transcript word (begin, end) in ms or None, and the fillers found."""
@@ -142,7 +169,7 @@ def _grammar(tokens: list[list[str]]) -> str:
 def _align_chunk(decoder: Any, words: list[Word], samples: np.ndarray, offset_ms: int) -> ChunkResult | None:
     """Force-align `words` to `samples` (which start at `offset_ms` on the clip's clock); None
     when there is no path through the grammar or it comes back with other words."""
-    tokens = [[_token(decoder, p) for p in _spoken(w.text).split()] for w in words]
+    tokens = [_spoken(w.text).split() for w in words]
     if not any(tokens):
         return None
     pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype(np.int16).tobytes()
@@ -250,17 +277,55 @@ def guard(model: Word, aligned: tuple[int, int] | None) -> Word:
     return Word(model.text, aligned[0], aligned[1], model.prob)
 
 
-def align(
-    words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]]
-) -> tuple[list[Word], list[Word], list[str], list[bool]]:
+Alignment = tuple[list[Word], list[Word], list[str], list[bool]]
+_pool: ProcessPoolExecutor | None = None
+
+
+@contextmanager
+def in_processes(n: int) -> Iterator[None]:
+    """While inside, `align` runs in `n` processes of its own. For callers that align from
+    several threads (prepare's packed ASR): PocketSphinx holds the GIL through a chunk's whole
+    search, which stalled the transcription threads and the prepare driver meanwhile (24 short
+    clips: alignment took 11 s of thread time for 3.5 s of work). The processes start now
+    (spawn, tied to this one) and read the dictionary while the frames decode."""
+    global _pool
+    pool = ProcessPoolExecutor(n, mp_context=get_context("spawn"), initializer=_start_worker, initargs=(os.getpid(),))
+    _pool = pool
+    try:
+        yield
+    finally:
+        _pool = None
+        pool.shutdown(cancel_futures=True)
+
+
+def _start_worker(parent_pid: int) -> None:
+    from ..lifeline import tie_to_parent
+
+    tie_to_parent(parent_pid)  # a killed prepare leaves no aligner behind
+    if available():
+        _lexicon()
+
+
+def align(words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]]) -> Alignment:
     """The words with acoustic edges (guarded), the fillers found between them, notes on the
-    chunks that kept the transcriber's times, and per word whether the acoustics timed it."""
+    chunks that kept the transcriber's times, and per word whether the acoustics timed it. The
+    same result in this process or in the pool (`in_processes`): each clip gets a fresh decoder."""
+    pool = _pool
+    if pool is not None:
+        try:
+            return pool.submit(_align_here, words, samples, regions).result()
+        except BrokenProcessPool:  # an aligner process died: this process aligns instead
+            pass
+    return _align_here(words, samples, regions)
+
+
+def _align_here(words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]]) -> Alignment:
     duration_ms = int(len(samples) * 1000 / RATE)
     out = list(words)
     timed = [False] * len(words)
     fillers: list[Word] = []
     notes: list[str] = []
-    decoder = _decoder()
+    decoder = _decoder({t for w in words for t in _spoken(w.text).split()})
     for a, b, mine in chunks(words, regions, duration_ms):
         if not mine:
             continue
