@@ -145,19 +145,11 @@ def score_case(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) 
     is measured where its first (last) token is also the first (last) of a hypothesis word."""
     t_words = [(t["text"], t["begin_time"], t["end_time"]) for t in truth]
     h_words = [(w.text, w.begin_ms, w.end_ms) for w in hyp]
-    t_tok, h_tok = _tokens(t_words, lang), _tokens(h_words, lang)
-    pair: dict[int, int] = {}
-    sm = SequenceMatcher(a=[x[0] for x in t_tok], b=[x[0] for x in h_tok], autojunk=False)
-    for block in sm.get_matching_blocks():
-        for k in range(block.size):
-            pair[block.a + k] = block.b + k
+    h_tok, heard = _matched(t_words, h_words, lang)
     score = CaseScore(words=len(t_words), recognized=0)
-    tokens_of = {i: [k for k, tok in enumerate(t_tok) if tok[1] == i] for i in range(len(t_words))}
-    heard = {i for i, idx in tokens_of.items() if idx and all(k in pair for k in idx)}
     for i in sorted(heard):
-        idx = tokens_of[i]
         score.recognized += 1
-        first, last = h_tok[pair[idx[0]]], h_tok[pair[idx[-1]]]
+        first, last = h_tok[heard[i][0]], h_tok[heard[i][1]]
         if first[2]:
             score.begin_errors.append(abs(h_words[first[1]][1] - t_words[i][1]))
             score.signed.append(h_words[first[1]][1] - t_words[i][1])
@@ -169,6 +161,22 @@ def score_case(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) 
             score.signed.append(h_words[last[1]][2] - t_words[i][2])
             score.causes.append((score.end_errors[-1], _edge_kind(t_words, i, +1, heard)))
     return score
+
+
+def _matched(
+    t_words: list[tuple[str, int, int]], h_words: list[tuple[str, int, int]], lang: str
+) -> tuple[list[Any], dict[int, tuple[int, int]]]:
+    """The hypothesis tokens, and per recognized truth word (all its tokens aligned, in order)
+    the hypothesis tokens its first and last token aligned with."""
+    t_tok, h_tok = _tokens(t_words, lang), _tokens(h_words, lang)
+    pair: dict[int, int] = {}
+    sm = SequenceMatcher(a=[x[0] for x in t_tok], b=[x[0] for x in h_tok], autojunk=False)
+    for block in sm.get_matching_blocks():
+        for k in range(block.size):
+            pair[block.a + k] = block.b + k
+    tokens_of = {i: [k for k, tok in enumerate(t_tok) if tok[1] == i] for i in range(len(t_words))}
+    heard = {i: (pair[idx[0]], pair[idx[-1]]) for i, idx in tokens_of.items() if idx and all(k in pair for k in idx)}
+    return h_tok, heard
 
 
 def correct_words(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) -> list[bool]:
@@ -578,13 +586,16 @@ def after_filler_share(cases: Sequence[Case], hyps: Sequence[Sequence[asr.Word]]
 
 def after_filler_begins(case: DisfluentCase, hyp: Sequence[asr.Word], within_ms: int = 50) -> tuple[int, int]:
     """(words right after a filler whose begin is within `within_ms` of the truth, such words
-    recognized): "fillers never absorbed"."""
-    after = [w for w in case.truth if any(0 <= w["begin_time"] - f["end_time"] <= 600 for f in case.fillers)]
+    recognized): "fillers never absorbed". Recognized as everywhere else: paired by aligning the
+    utterance's words with those heard in its stretch (a restart's repeated "put" is not this one)."""
     ok = total = 0
-    for word in after:
-        near = [h for h in hyp if abs(h.begin_ms - word["begin_time"]) < 3000]
-        errors = score_case([word], near, "en").begin_errors
-        if errors:
-            total += 1
-            ok += min(errors) <= within_ms
+    for truth, heard in utterances(case.truth, hyp):
+        t_words = [(t["text"], t["begin_time"], t["end_time"]) for t in truth]
+        h_words = [(w.text, w.begin_ms, w.end_ms) for w in heard]
+        h_tok, matched = _matched(t_words, h_words, "en")
+        for i, (_, begin, _) in enumerate(t_words):
+            after = any(0 <= begin - f["end_time"] <= 600 for f in case.fillers)
+            if after and i in matched and h_tok[matched[i][0]][2]:
+                total += 1
+                ok += abs(h_words[h_tok[matched[i][0]][1]][1] - begin) <= within_ms
     return ok, total

@@ -8,7 +8,7 @@ sampler returned. Frame pts are set explicitly, so the true times are known.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -208,16 +208,7 @@ def _espeak(text: str, voice: str, speed: int) -> tuple[np.ndarray, int]:
     engine = None if shutil.which("espeak-ng") else _espeak_library()
     if engine is not None:
         with engine["lock"]:
-            engine["chunks"].clear()
-            if engine["lib"].espeak_SetVoiceByName(voice.encode()) != 0:
-                raise RuntimeError(f"eSpeak NG has no voice {voice!r}")
-            engine["lib"].espeak_SetParameter(1, speed, 0)  # espeakRATE, words per minute
-            data = text.encode()
-            # from character 0 (POS_CHARACTER) to the end, UTF-8 text
-            engine["lib"].espeak_Synth(data, len(data) + 1, 0, 1, 0, 1, None, None)
-            engine["lib"].espeak_Synchronize()
-            pcm = np.concatenate(engine["chunks"]) if engine["chunks"] else np.zeros(0, np.int16)
-        return pcm.astype(np.float32) / 32768, engine["rate"]
+            return _in_fresh_state(lambda: _library_pcm(engine, text, voice, speed)), engine["rate"]
     import subprocess
     import tempfile
 
@@ -230,6 +221,48 @@ def _espeak(text: str, voice: str, speed: int) -> tuple[np.ndarray, int]:
         subprocess.run([exe, "-v", voice, "-s", str(speed), "-w", tmp.name, text], check=True, capture_output=True)
         wav, sr = sf.read(tmp.name, dtype="float32")
     return (wav.mean(axis=1) if wav.ndim > 1 else wav), sr
+
+
+def _library_pcm(engine: dict[str, Any], text: str, voice: str, speed: int) -> np.ndarray:
+    engine["chunks"].clear()
+    if engine["lib"].espeak_SetVoiceByName(voice.encode()) != 0:
+        raise RuntimeError(f"eSpeak NG has no voice {voice!r}")
+    engine["lib"].espeak_SetParameter(1, speed, 0)  # espeakRATE, words per minute
+    data = text.encode()
+    # from character 0 (POS_CHARACTER) to the end, UTF-8 text
+    engine["lib"].espeak_Synth(data, len(data) + 1, 0, 1, 0, 1, None, None)
+    engine["lib"].espeak_Synchronize()
+    pcm = np.concatenate(engine["chunks"]) if engine["chunks"] else np.zeros(0, np.int16)
+    return pcm.astype(np.float32) / 32768
+
+
+def _in_fresh_state(synthesize: Callable[[], np.ndarray]) -> np.ndarray:
+    """The library's samples as a fresh process gives them: synthesized in a forked child of this
+    process, which initialized the library but never spoke. The library carries state from one
+    text to the next (the same word came out 8933, 8652, 8644 samples long on three calls, not
+    reset by re-initializing or seeding it), which made a test's speech, and so its transcript,
+    depend on the tests run before it; the program, a fresh process per text, has no such
+    history. Where there is no fork, the samples come from this process."""
+    if not hasattr(os, "fork"):
+        return synthesize()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: speak, hand the samples over, leave without cleanup
+        code = 1
+        try:
+            os.close(r)
+            with os.fdopen(w, "wb") as out:
+                out.write(synthesize().tobytes())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise RuntimeError(f"eSpeak NG synthesis failed in its child process (status {status})")
+    return np.frombuffer(data, np.float32).copy()
 
 
 def speak_word(text: str, voice: str = "en", rate: int = 16_000, speed: int = 150) -> np.ndarray:
