@@ -153,13 +153,13 @@ def score_case(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) 
         if first[2]:
             score.begin_errors.append(abs(h_words[first[1]][1] - t_words[i][1]))
             score.signed.append(h_words[first[1]][1] - t_words[i][1])
-            score.causes.append((score.begin_errors[-1], _edge_kind(t_words, i, -1, heard)))
+            score.causes.append((score.begin_errors[-1], _edge_kind(t_words, i, -1, set(heard))))
         if first[1] == last[1] and t_words[i][2] - t_words[i][1] >= 100:
             score.collapsed += h_words[first[1]][2] - h_words[first[1]][1] < 30
         if last[3]:
             score.end_errors.append(abs(h_words[last[1]][2] - t_words[i][2]))
             score.signed.append(h_words[last[1]][2] - t_words[i][2])
-            score.causes.append((score.end_errors[-1], _edge_kind(t_words, i, +1, heard)))
+            score.causes.append((score.end_errors[-1], _edge_kind(t_words, i, +1, set(heard))))
     return score
 
 
