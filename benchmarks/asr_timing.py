@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from avstack import asr, asr_eval
+from avstack import asr
+from avstack.asr import evaluation as asr_eval
 
 HELD_OUT_SEED = 50_000  # tuning used seeds 1000+
 FOLDER_SEED = 70_000  # the folders layout: untouched while tuning

@@ -1,5 +1,5 @@
 """One clock, side by side: where avstack and the published OpenCV sampler put a flash and a beep,
-on files built the way phones, cameras and ffmpeg pipelines build them (avstack.awkward).
+on files built the way phones, cameras and ffmpeg pipelines build them (avstack.synthetic.awkward).
 
     python benchmarks/clock.py [--json benchmarks/clock.json]
 
@@ -24,7 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from avstack import awkward, media  # noqa: E402
+from avstack import media
+from avstack.synthetic import awkward
 
 
 def avstack_flash_ms(path: Path) -> int:

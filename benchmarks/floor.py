@@ -52,12 +52,14 @@ for p in sys.argv[1:]:
 FLOOR = """
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from avstack import images, media, spans
-from avstack.jobplan import cores
+from avstack import media
+from avstack.media import images, spans
+from avstack.media.decode import make_frame
+from avstack.limits import cores
 threads = cores()
 readers = [media.FrameReader(p, media.Sampling(threads=threads), pixel_format="bgr24") for p in sys.argv[1:]]
 def make(r):
-    return lambda i, rel, f: media._frame(i, rel, f, r.info.rotation, None, "bgr24")
+    return lambda i, rel, f: make_frame(i, rel, f, r.info.rotation, None, "bgr24")
 def jpeg(frame):
     return len(images.encode_jpeg(frame.image, 90, None, "bgr"))
 with ThreadPoolExecutor(threads) as pool:
@@ -177,7 +179,9 @@ def run_rounds(
 
 PROFILE = r"""
 import json, sys, time
-from avstack import images, media, preparation
+from avstack import preparation
+from avstack.media import frames, images
+from avstack.preparation import stages
 cpu = {}
 def timed(name, fn):
     def wrap(*a, **k):
@@ -187,13 +191,13 @@ def timed(name, fn):
         finally:
             cpu[name] = cpu.get(name, 0.0) + time.thread_time() - t0
     return wrap
-preparation.sha256_file = timed("hash (sha256 of the file)", preparation.sha256_file)
-media._describe = timed("probe (demux pass, first frame)", media._describe)
-media.scan_packets = timed("packet scan for the plan", media.scan_packets)
-media._frame = timed("colour conversion (to BGR)", media._frame)
+stages.sha256_file = timed("hash (sha256 of the file)", stages.sha256_file)
+frames.describe = timed("probe (demux pass, first frame)", frames.describe)
+frames.scan_packets = timed("packet scan for the plan", frames.scan_packets)
+frames.make_frame = timed("colour conversion (to BGR)", frames.make_frame)
 images.encode_jpeg = timed("JPEG encode", images.encode_jpeg)
 images.atomic_write = timed("file writes", images.atomic_write)
-preparation.write_json_atomic = timed("cache index and manifest writes", preparation.write_json_atomic)
+stages.write_json_atomic = timed("cache index and manifest writes", stages.write_json_atomic)
 c0 = time.process_time()
 preparation.prepare(sys.argv[1], sys.argv[2], preparation.PrepareSettings(anchors=("frames",), threads=1), workers=1)
 total = time.process_time() - c0

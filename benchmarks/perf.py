@@ -30,8 +30,11 @@ import av
 import cv2
 import numpy as np
 
-from avstack import images, media, synth
-from avstack.preparation import PrepareSettings, prepare
+from avstack import media
+from avstack.media import images
+from avstack.preparation.driver import prepare
+from avstack.preparation.settings import PrepareSettings
+from avstack.synthetic import synth
 
 FRAMES_ONLY = PrepareSettings(anchors=("frames",))
 NOISE = 8  # ffmpeg noise strength of the test clips: ~10 Mbps at 1080p30 (x264 veryfast), a phone-like bitrate

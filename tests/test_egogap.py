@@ -10,7 +10,7 @@ from conftest import shared_path
 from fake_http import JsonHandler
 from typer.testing import CliRunner
 
-from avstack.run import RunSettings
+from avstack.runs.engine import RunSettings
 from avstack.tasks import backend_for
 from avstack.tasks.egogap import EgoGapDataError, build_prompt, load_bundles, parse_letter, score, spearman
 from avstack.tasks.egogap.export import export_ms_swift

@@ -9,9 +9,9 @@ from http.server import ThreadingHTTPServer
 import pytest
 from fake_http import JsonHandler
 
-from avstack.run import RunSettings
-from avstack.runners import make_backend
-from avstack.stacks import make_stack
+from avstack.prompting.stacks import make_stack
+from avstack.runs.engine import RunSettings
+from avstack.runs.runners import make_backend
 from avstack.tasks.ecog.runs import run, score_run
 
 pytest.importorskip("google.genai", reason="the gemini back-end needs avstack[gemini]")

@@ -23,12 +23,13 @@ from conftest import LAYOUTS, SAMPLES
 from fake_http import JsonHandler
 from typer.testing import CliRunner
 
-from avstack import synth
 from avstack.manifest import load_manifest
-from avstack.preparation import PrepareSettings, prepare
-from avstack.run import RunSettings
-from avstack.runners import FatalError
-from avstack.stacks import make_stack
+from avstack.preparation.driver import prepare
+from avstack.preparation.settings import PrepareSettings
+from avstack.prompting.stacks import make_stack
+from avstack.runs.engine import RunSettings
+from avstack.runs.runners import FatalError
+from avstack.synthetic import synth
 from avstack.tasks import backend_for
 from avstack.tasks.ecog.runs import run
 

@@ -17,7 +17,7 @@ import pytest
 from fake_http import JsonHandler
 
 from avstack.manifest import load_manifest
-from avstack.stacks import make_stack
+from avstack.prompting.stacks import make_stack
 from avstack.tasks.ecog.prompt import EcogOptions
 from avstack.tasks.ecog.runs import requests_for
 
@@ -137,7 +137,7 @@ def test_inspect_eval_scores_each_clip_as_avstack_run_does(prepared, tmp_path, m
     from inspect_ai import eval as inspect_eval
     from test_run import _with_markers
 
-    from avstack.run import RunSettings
+    from avstack.runs.engine import RunSettings
     from avstack.tasks import backend_for
     from avstack.tasks.ecog.baselines import Chance, Oracle
     from avstack.tasks.ecog.runs import run, score_run

@@ -2,9 +2,9 @@
 
 import json
 
-from avstack import synth
 from avstack.api import prepare
-from avstack.jobplan import header_duration_s, plan_job
+from avstack.preparation.jobplan import header_duration_s, plan_job
+from avstack.synthetic import synth
 
 
 def _clips(tmp_path, n, seconds):

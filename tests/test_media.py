@@ -3,7 +3,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from avstack import awkward, images, media, synth
+from avstack import media
+from avstack.media import images
+from avstack.synthetic import awkward, synth
 
 
 def _clip(tmp_path, name, **kw):
@@ -194,7 +196,7 @@ def test_a_seek_that_lands_early_is_walked_forward_and_one_past_the_span_refused
     """A seek may land on an earlier keyframe (the packets before the span are passed over); one
     that lands past the span's keyframe is never trusted: SelectiveDecodeError, which prepare
     answers with one sequential pass."""
-    from avstack import spans
+    from avstack.media import spans
 
     clip, _ = _clip(tmp_path, "c.mp4", duration_s=4, gop=24)
     seq = media.sample_frames(clip, fps=3, decode="sequential")
@@ -264,7 +266,7 @@ def test_truncated_clip_gives_what_it_has_or_a_named_error(tmp_path):
 def test_spans_side_by_side_only_within_the_pixel_budget(tmp_path, monkeypatch):
     """Each span decoder holds its own reference pictures: where frames are large (a budget of
     one 4K picture stream), one decoder with its own frame threads does the clip instead."""
-    from avstack import spans
+    from avstack.media import spans
 
     clip, _ = _clip(tmp_path, "c.mp4", duration_s=3, gop=24)
     seq = media.sample_frames(clip, fps=3, decode="sequential")
@@ -274,7 +276,7 @@ def test_spans_side_by_side_only_within_the_pixel_budget(tmp_path, monkeypatch):
     with media.FrameReader(clip, media.Sampling(fps=3)) as reader:
         assert [f.pts_ms for f in reader.map_frames(lambda f: f, 2)] == [f.pts_ms for f in seq.frames]
     assert used == [2]
-    monkeypatch.setattr(media, "SPAN_PIXELS", 640 * 360)  # as if these were 4K frames
+    monkeypatch.setattr(media.frames, "SPAN_PIXELS", 640 * 360)  # as if these were 4K frames
     with media.FrameReader(clip, media.Sampling(fps=3)) as reader:
         got = reader.map_frames(lambda f: f, 2)
     assert used == [2] and all(np.array_equal(a.image, b.image) for a, b in zip(got, seq.frames))

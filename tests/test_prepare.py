@@ -6,8 +6,10 @@ from avstack_cli.app import app
 from conftest import LAYOUTS, manifest_dicts
 from typer.testing import CliRunner
 
-from avstack import media, synth
-from avstack.preparation import PrepareSettings, parse_anchors, prepare
+from avstack import media
+from avstack.preparation.driver import prepare
+from avstack.preparation.settings import PrepareSettings, parse_anchors
+from avstack.synthetic import synth
 
 FRAMES_ONLY = PrepareSettings(anchors=("frames",))
 

@@ -17,12 +17,14 @@ from fake_http import JsonHandler
 from test_stacks import RECORD, SNAPSHOTS, UPDATE, _flat
 from typer.testing import CliRunner
 
-from avstack import overlay, synth
 from avstack.manifest import ClipRecord, load_manifest
-from avstack.preparation import PrepareSettings, prepare
-from avstack.stacks import make_stack, parse_stack_name
+from avstack.preparation.driver import prepare
+from avstack.preparation.settings import PrepareSettings
+from avstack.prompting import overlay
+from avstack.prompting.stacks import make_stack, parse_stack_name
+from avstack.prompting.timefmt import TS_FORMATS, parse_frame_tag, parse_words, words_block
+from avstack.synthetic import synth
 from avstack.tasks.ecog.prompt import EcogOptions, build_request
-from avstack.timefmt import TS_FORMATS, parse_frame_tag, parse_words, words_block
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,7 @@ def test_snapshot_of_every_time_format(fake_prepared, lang, ts, words):
 
 @pytest.mark.parametrize("ts", [t for t in TS_FORMATS if t != "overlay"])
 def test_frame_tags_parse_back(ts):
-    from avstack.timefmt import frame_tag
+    from avstack.prompting.timefmt import frame_tag
 
     for pts in (0, 467, 1001, 61_234):
         got = parse_frame_tag(ts, frame_tag(ts, pts, 14))
@@ -140,8 +142,8 @@ class Capture(JsonHandler):
 def test_a_user_prompt_folder_end_to_end_through_run_and_export(prepared, user_prompts, tmp_path):
     from test_run import _with_markers
 
+    from avstack.prompting.templates import folder_hash
     from avstack.tasks.ecog.baselines import Oracle
-    from avstack.templates import folder_hash
 
     prep = _with_markers(prepared, tmp_path)
     Capture.answers = {

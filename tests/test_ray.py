@@ -19,7 +19,8 @@ from conftest import LAYOUTS, SAMPLES
 
 from avstack import media
 from avstack.manifest import load_manifest
-from avstack.preparation import PrepareSettings, prepare
+from avstack.preparation.driver import prepare
+from avstack.preparation.settings import PrepareSettings
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'avstack[ray]')")
 
@@ -163,7 +164,7 @@ def test_a_killed_driver_reruns_from_the_cache(cluster, tmp_path):
 
 
 def test_storage_every_node_cannot_write_is_refused_naming_the_node(cluster, tmp_path):
-    from avstack.ray_exec import check_shared_storage
+    from avstack.preparation.executors.ray import check_shared_storage
 
     mnt = tmp_path / "ro"
     mnt.mkdir()
@@ -179,7 +180,7 @@ def test_storage_every_node_cannot_write_is_refused_naming_the_node(cluster, tmp
 
 
 def test_ray_workers_write_the_export_shards(cluster, tmp_path):
-    from avstack.stacks import make_stack
+    from avstack.prompting.stacks import make_stack
     from avstack.tasks.ecog.export import export
 
     prep = tmp_path / "prep"

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from conftest import LAYOUTS, SAMPLES
 
-import avstack.preparation as prep
+import avstack.preparation.driver as prep
 from avstack import media
 from avstack.asr import AsrSettings, transcribe, transcribe_batch
 from avstack.manifest import load_manifest
-from avstack.preparation import PrepareSettings, prepare
+from avstack.preparation.driver import prepare
+from avstack.preparation.settings import PrepareSettings
 
 
 def _prepare(out: Path, mode: str, **kw) -> bytes:
@@ -48,11 +49,11 @@ def test_packed_manifest_is_identical_across_worker_counts(tmp_path):
 def test_packed_manifest_does_not_depend_on_the_machines_core_count(tmp_path, monkeypatch):
     """Packs run side by side, one per core, and the job's last pack is split: the split (so
     every clip's words) must not follow the core count of the machine."""
-    from avstack import preparation
+    from avstack.preparation import feeder
 
-    monkeypatch.setattr(preparation, "cores", lambda: 1)
+    monkeypatch.setattr(feeder, "cores", lambda: 1)
     one = _prepare(tmp_path / "c1", "packed", workers=1)
-    monkeypatch.setattr(preparation, "cores", lambda: 5)
+    monkeypatch.setattr(feeder, "cores", lambda: 5)
     assert _prepare(tmp_path / "c5", "packed", workers=1) == one
 
 

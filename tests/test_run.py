@@ -8,8 +8,8 @@ from avstack_cli.app import app
 from fake_http import JsonHandler
 from typer.testing import CliRunner
 
-from avstack.run import RunSettings
-from avstack.stacks import make_stack
+from avstack.prompting.stacks import make_stack
+from avstack.runs.engine import RunSettings
 from avstack.tasks import backend_for
 from avstack.tasks.ecog.ablate import ablate
 from avstack.tasks.ecog.report import write_report

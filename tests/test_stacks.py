@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from avstack.manifest import ClipRecord
-from avstack.messages import Image, Text, Video, render, to_gemini, to_hf, to_openai
-from avstack.stacks import make_stack
+from avstack.prompting.messages import Image, Text, Video, render, to_gemini, to_hf, to_openai
+from avstack.prompting.stacks import make_stack
 from avstack.tasks.ecog.prompt import EcogOptions, build_request
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"

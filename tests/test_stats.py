@@ -9,8 +9,8 @@ import pytest
 from avstack_cli.app import app
 from typer.testing import CliRunner
 
-from avstack.compare import ItemSetMismatch, ItemTable, compare_runs
-from avstack.stats import holm, mde, paired_bootstrap_ci, shapley, shapley_per_item, sign_flip_p
+from avstack.analysis.compare import ItemSetMismatch, ItemTable, compare_runs
+from avstack.analysis.stats import holm, mde, paired_bootstrap_ci, shapley, shapley_per_item, sign_flip_p
 
 
 def _paired_fixture(n=150, seed=7):

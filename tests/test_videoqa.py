@@ -187,7 +187,7 @@ def _write_clip(path: Path, red: tuple[float, float], audio: np.ndarray | None) 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> tuple[Path, Path]:
-    from avstack import synth
+    from avstack.synthetic import synth
 
     root = tmp_path_factory.mktemp("own") / "videos"
     root.mkdir()

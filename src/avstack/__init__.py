@@ -40,7 +40,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # loaded on first use: `import avstack` (and every CLI start) stays light
     if name in __all__:
-        from . import api
+        from avstack import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'avstack' has no attribute {name!r}")

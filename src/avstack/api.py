@@ -13,20 +13,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .io import Progress
-from .manifest import ClipRecord, FrameRef, frame_file, load_manifest
-from .preparation import PrepareReport, PrepareSettings, parse_anchors
+from avstack.io import Progress
+from avstack.manifest import ClipRecord, FrameRef, frame_file, load_manifest
+from avstack.preparation.driver import PrepareReport
+from avstack.preparation.settings import PrepareSettings, parse_anchors
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .asr.types import Transcript, Word
-    from .media import Frame
-    from .stacks import Stack
+    from avstack.asr.types import Transcript, Word
+    from avstack.media.probe import Frame
+    from avstack.prompting.stacks import Stack
 
 # names whose modules load numpy, PyAV or the ASR stack: imported on first use, so a command that
 # needs none of them (the prepare driver of a frames job) starts without them
-_LAZY = {"Frame": "media", "Transcript": "asr.types", "Word": "asr.types", "Stack": "stacks"}
+_LAZY = {"Frame": "media", "Transcript": "asr.types", "Word": "asr.types", "Stack": "prompting.stacks"}
 
 
 def __getattr__(name: str) -> Any:
@@ -66,8 +67,8 @@ def prepare(
     (`include`: globs for odd file names).
     Returns the report (counts, failed records); a failing clip never stops the others.
     """
-    from .preparation import prepare as run_prepare
-    from .tasks import all_layouts
+    from avstack.preparation.driver import prepare as run_prepare
+    from avstack.tasks import all_layouts
 
     s = PrepareSettings(anchors=parse_anchors(anchors), fps=fps, asr_model=asr_model, lang=lang, asr_mode=asr_mode)
     s = replace(s, **settings)
@@ -143,7 +144,7 @@ def sample_frames(
     order. `Frame.pts_ms` is on the clip's one clock (time 0 where a player starts it; the audio
     track can start it, hence `audio_track`); `Frame.index` is its place among the presented frames
     (a label, not a time); `Frame.image` is RGB, upright."""
-    from . import media
+    from avstack import media
 
     sample = media.sample_frames(
         video,
@@ -174,9 +175,9 @@ def transcribe(
     in `Transcript.fillers` always, and among the words too when True."""
     import numpy as np
 
-    from . import media
-    from .asr import AsrSettings, Transcript, aligner_setting, language_setting
-    from .asr import transcribe as run_asr
+    from avstack import media
+    from avstack.asr import AsrSettings, Transcript, aligner_setting, language_setting
+    from avstack.asr import transcribe as run_asr
 
     settings = AsrSettings(
         model=model,
@@ -201,7 +202,7 @@ def stack(
     """An input stack: `full` (frames + frame timestamps + word-timed ASR), `video` or `text`, less
     the cues in `drop` (frame_ts, word_ts, asr, frames), with frame times told as `ts_format` (ms,
     seconds, mmss, qwen, index, overlay) and word times as `word_ts_format` (json, srt, inline)."""
-    from .stacks import make_stack
+    from avstack.prompting.stacks import make_stack
 
     return make_stack(variant, drop, ts_format, word_ts_format)
 
@@ -219,10 +220,10 @@ def render(
     """One EcoG clip's request under `stack`, rendered for an API: `openai` (chat messages), `gemini`
     (contents), `hf` (chat template messages) or `neutral` (avstack's own request JSON). Images are
     file paths (`media_mode="path"`) or inline data URLs (`"data"`)."""
-    from .manifest import data_root_of
-    from .messages import Request
-    from .messages import render as render_request
-    from .tasks.ecog.prompt import EcogOptions, build_request
+    from avstack.manifest import data_root_of
+    from avstack.prompting.messages import Request
+    from avstack.prompting.messages import render as render_request
+    from avstack.tasks.ecog.prompt import EcogOptions, build_request
 
     folder = Path(prepared.path if isinstance(prepared, Prepared) else prepared).resolve()
     options = EcogOptions(coord_order, prompt_dir=Path(prompt_dir) if prompt_dir else None)
@@ -234,7 +235,7 @@ def score(task: str, truth: PathLike, predictions: PathLike) -> dict[str, Any]:
     """Score a predictions file with the benchmark's own definitions, as `avstack score` does:
     `task` ecog (truth: `avstack ecog gt` JSONL) or egogap (truth: a *.bundles.jsonl). Returns the
     result JSON (EcoG: per clip acc_cls, acc_s, acc_t, acc_eco, acc_seq and their means)."""
-    from .tasks import get_task
+    from avstack.tasks import get_task
 
     outcome = get_task(task).score(Path(truth), Path(predictions))
     result: dict[str, Any] = outcome.result

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .io import DataError, write_jsonl_atomic
-from .manifest import ClipRecord, frame_file, load_manifest
+from avstack.io import DataError, write_jsonl_atomic
+from avstack.manifest import ClipRecord, frame_file, load_manifest
 
 FEATURES_JSONL = "features.jsonl"
 FEATURES_PARQUET = "features.parquet"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .io import DataError, JsonlAppender, atomic_stream, inside, read_json, read_jsonl, write_jsonl_atomic
+from avstack.io import DataError, JsonlAppender, atomic_stream, inside, read_json, read_jsonl, write_jsonl_atomic
 
 
 @dataclass(frozen=True)

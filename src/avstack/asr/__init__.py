@@ -2,17 +2,29 @@
 
 models: bundled offline models, names, devices · text: guards and Chinese handling ·
 refine: speech energy and word-edge refinement · whisper: transcription (one clip, a batch,
-a file) · packing: several short clips in one window · types: settings, words, transcripts.
+a file) · packing: several short clips in one window · acoustic: word edges by forced
+alignment · align: cross-attention timing · types: settings, words, transcripts · evaluation:
+word-timing accuracy on speech with known times (tests and benchmarks only).
+
+May import: avstack.io, avstack.media, avstack.lifeline.
 """
 
-from .align import aligner_setting, realign
-from .models import BUNDLED, load_model, pick_device, resolve_model
-from .packing import PACK_GAP_S, PACK_WINDOW_S, _clips_of, interleave, packed_seconds, plan_packs, transcribe_packed
-from .refine import refine_edges, snap_to_regions, speech_present, voiced_regions
-from .runtime import runtime_of
-from .text import clean_token, collapse_repeats, group_chinese, is_punctuation, sanitize, to_simplified
-from .types import ASR_VERSION, RATE, AsrSettings, Transcript, Word, language_setting
-from .whisper import REPETITIVE, transcribe, transcribe_batch, transcribe_file
+from avstack.asr.align import aligner_setting, realign
+from avstack.asr.models import BUNDLED, load_model, pick_device, resolve_model
+from avstack.asr.packing import (
+    PACK_GAP_S,
+    PACK_WINDOW_S,
+    clips_of,
+    interleave,
+    packed_seconds,
+    plan_packs,
+    transcribe_packed,
+)
+from avstack.asr.refine import refine_edges, snap_to_regions, speech_present, voiced_regions
+from avstack.asr.runtime import runtime_of
+from avstack.asr.text import clean_token, collapse_repeats, group_chinese, is_punctuation, sanitize, to_simplified
+from avstack.asr.types import ASR_VERSION, RATE, AsrSettings, Transcript, Word, language_setting
+from avstack.asr.whisper import REPETITIVE, transcribe, transcribe_batch, transcribe_file
 
 __all__ = [
     "ASR_VERSION",
@@ -24,7 +36,7 @@ __all__ = [
     "AsrSettings",
     "Transcript",
     "Word",
-    "_clips_of",
+    "clips_of",
     "aligner_setting",
     "clean_token",
     "collapse_repeats",

@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from .refine import in_order
-from .types import RATE, Word
+from avstack.asr.refine import in_order
+from avstack.asr.types import RATE, Word
 
 CHUNK_S = 15.0  # longest stretch aligned at once (whole 25 s takes failed to align at all)
 PAUSE_MS = 250  # a silence this long is a place to cut a take
@@ -316,7 +316,7 @@ def in_processes(n: int) -> Iterator[None]:
 
 
 def _start_worker(parent_pid: int) -> None:
-    from ..lifeline import tie_to_parent
+    from avstack.lifeline import tie_to_parent
 
     tie_to_parent(parent_pid)  # a killed prepare leaves no aligner behind
     if available():

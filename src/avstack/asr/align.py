@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from .models import load_model, replicas
-from .refine import speech_span, voiced_regions
-from .types import RATE, Word
+from avstack.asr.models import load_model, replicas
+from avstack.asr.refine import speech_span, voiced_regions
+from avstack.asr.types import RATE, Word
 
 WINDOW_S = 10  # another model's encoder input per window, in s (the module docstring says why 10)
 WHISPER_WINDOW_S = 30  # the transcriber timing its own words again: the window it timed them in

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     return Path(os.environ.get("AVSTACK_CACHE", Path.home() / ".cache" / "avstack"))
 
 
@@ -38,7 +38,7 @@ def _bundled_base() -> Path | None:
     if not part1.is_file() or not (data2 / "model.bin.part2").is_file():
         return None
     stamp = hashlib.sha256(f"{part1.stat().st_size}:{(data2 / 'model.bin.part2').stat().st_size}".encode())
-    target = _cache_dir() / "models" / f"whisper-base-{stamp.hexdigest()[:12]}"
+    target = cache_dir() / "models" / f"whisper-base-{stamp.hexdigest()[:12]}"
     if (target / "model.bin").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

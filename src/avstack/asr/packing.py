@@ -6,9 +6,9 @@ import zlib
 
 import numpy as np
 
-from .refine import speech_span, voiced_regions
-from .types import RATE, AsrSettings, Transcript, Word
-from .whisper import REPETITIVE, _finish, _silent_apart, _transcribe_words, transcribe
+from avstack.asr.refine import speech_span, voiced_regions
+from avstack.asr.types import RATE, AsrSettings, Transcript, Word
+from avstack.asr.whisper import REPETITIVE, finish_transcript, silent_apart, transcribe, transcribe_words
 
 PACK_WINDOW_S = 28.0  # under Whisper's 30 s window, so a pack is decoded in one pass
 
@@ -49,7 +49,7 @@ def transcribe_packed(
     clips: list[np.ndarray], settings: AsrSettings | None = None, window_s: float = PACK_WINDOW_S
 ) -> list[Transcript]:
     """Short clips laid end to end with 1 s pauses and transcribed a window at a time; each segment
-    (or word, see `_clips_of`) is given back to its clip. Whisper pads every input to 30 s, so on
+    (or word, see `clips_of`) is given back to its clip. Whisper pads every input to 30 s, so on
     a CPU one window of several short clips costs about what one clip alone costs.
 
     The trade-off (benchmarks/asr_timing.py): 2.5-6x less ASR time, and the shared context helps
@@ -58,7 +58,7 @@ def transcribe_packed(
     language; else clips go one by one."""
     s = settings or AsrSettings()
     lang = s.fixed_language
-    out, todo = _silent_apart(clips, s, lang)
+    out, todo = silent_apart(clips, s, lang)
     if lang is None:
         for i in todo:
             out[i] = transcribe(clips[i], s)
@@ -80,14 +80,14 @@ def transcribe_packed(
             starts.append(t)
             pieces += [clips[i][a:b].astype(np.float32), gap]
             t += b - a + len(gap)
-        segments, dropped, _ = _transcribe_words(np.concatenate(pieces[:-1]), s, lang, packed=True)
+        segments, dropped, _ = transcribe_words(np.concatenate(pieces[:-1]), s, lang, packed=True)
         bounds = [(t0 * 1000 // RATE, (t0 + kept[i][1] - kept[i][0]) * 1000 // RATE) for t0, i in zip(starts, members)]
         # a clip's time 0 on the pack's timeline (its kept span starts kept[i][0] samples in)
         zero = [lo - kept[i][0] * 1000 // RATE for (lo, _), i in zip(bounds, members)]
         regions = [(z + a, z + b, k) for k, z in enumerate(zero) for a, b in voiced[members[k]]]
         per_clip: dict[int, list[Word]] = {i: [] for i in members}
         for seg in segments:
-            for k, w in zip(_clips_of(seg, bounds, regions), seg):
+            for k, w in zip(clips_of(seg, bounds, regions), seg):
                 per_clip[members[k]].append(Word(w.text, w.begin_ms - zero[k], w.end_ms - zero[k], w.prob))
         note = f"packed: {len(members)} clips in one window"
         for i in members:
@@ -95,7 +95,7 @@ def transcribe_packed(
             if _repetitive(per_clip[i]):
                 mine.append(f"repetitive clip: {''.join(w.text for w in per_clip[i])[:60]!r}")
                 per_clip[i] = []
-            out[i] = _finish(per_clip[i], mine, lang, clips[i], s, voiced[i], own_audio=False)
+            out[i] = finish_transcript(per_clip[i], mine, lang, clips[i], s, voiced[i], own_audio=False)
     return [t for t in out if t is not None]
 
 
@@ -105,7 +105,7 @@ def packed_seconds(samples: np.ndarray) -> float:
     return (b - a) / RATE
 
 
-def _clips_of(
+def clips_of(
     seg: list[Word], bounds: list[tuple[int, int]], regions: list[tuple[int, int, int]], whole: float = 2 / 3
 ) -> list[int]:
     """The packed clip each word of a segment belongs to. Whisper's segments follow the sentences

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .types import RATE, Word
+from avstack.asr.types import RATE, Word
 
 
 def speech_present(samples: np.ndarray, floor_db: float = -45.0) -> bool:

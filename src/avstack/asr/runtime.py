@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .models import _cache_dir
+from avstack.asr.models import cache_dir
 
 _PROBE = """
 import os, sys
@@ -80,7 +80,7 @@ def cpu_dispatch(model_path: str, compute_type: str) -> dict[str, str]:
     """CTranslate2's CPU dispatch on this machine (cached on disk per machine kind)."""
     ident = {"ct2": _version("ctranslate2"), "cpu": _cpu_identity(), "env": _ct2_env(), "compute": compute_type}
     key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
-    path = _cache_dir() / "ct2-dispatch" / f"{key}.json"
+    path = cache_dir() / "ct2-dispatch" / f"{key}.json"
     try:
         cached = json.loads(path.read_text())
         if isinstance(cached, dict) and all(isinstance(v, str) for v in cached.values()):
@@ -122,7 +122,7 @@ def runtime(model_path: str, device: str, compute_type: str, threads: int) -> di
 
 @lru_cache(maxsize=16)
 def _runtime_of(model: str, device: str, threads: int) -> str:
-    from .models import pick_device, resolve_model
+    from avstack.asr.models import pick_device, resolve_model
 
     dev, compute = pick_device(device)
     return json.dumps(runtime(resolve_model(model), dev, compute, threads), sort_keys=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .types import Word
+from avstack.asr.types import Word
 
 _PUNCT_ONLY = re.compile(r"^[\W_]+$", re.UNICODE)
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from . import acoustic
-from .align import aligner_model, aligner_setting, realign
-from .models import SAMPLED, SEED_LOCK, load_model, replicas, resolve_model, seeded_model
-from .refine import (
+from avstack.asr import acoustic
+from avstack.asr.align import aligner_model, aligner_setting, realign
+from avstack.asr.models import SAMPLED, SEED_LOCK, load_model, replicas, resolve_model, seeded_model
+from avstack.asr.refine import (
     bound_to_speech,
     in_order,
     own_region_edges,
@@ -22,9 +22,9 @@ from .refine import (
     speech_present,
     voiced_regions,
 )
-from .runtime import runtime_of
-from .text import collapse_repeats, group_chinese, sanitize, to_simplified
-from .types import RATE, AsrSettings, Transcript, Word
+from avstack.asr.runtime import runtime_of
+from avstack.asr.text import collapse_repeats, group_chinese, sanitize, to_simplified
+from avstack.asr.types import RATE, AsrSettings, Transcript, Word
 
 REPETITIVE = 2.4  # zlib compression ratio above which text is a loop (Whisper's own threshold)
 
@@ -47,7 +47,7 @@ def _segment_words(seg: Any, offset_s: float, dropped: list[str], whole_segment:
     ]
 
 
-def _finish(
+def finish_transcript(
     words: list[Word],
     dropped: list[str],
     language: str,
@@ -156,14 +156,14 @@ def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Tran
     lang = s.fixed_language
     if not speech_present(samples):
         return _empty(s, lang, "no speech energy")
-    segments, dropped, language = _transcribe_words(samples, s, lang)
-    return _finish([w for seg in segments for w in seg], dropped, language, samples, s)
+    segments, dropped, language = transcribe_words(samples, s, lang)
+    return finish_transcript([w for seg in segments for w in seg], dropped, language, samples, s)
 
 
 BATCH_MAX_S = 30  # one Whisper window per clip
 
 
-def _silent_apart(
+def silent_apart(
     clips: list[np.ndarray], s: AsrSettings, lang: str | None
 ) -> tuple[list[Transcript | None], list[int]]:
     """Empty transcripts for clips without speech energy (they never reach Whisper); the indices
@@ -183,7 +183,7 @@ def transcribe_batch(
         return [transcribe(c, s) for c in clips]
     from faster_whisper import BatchedInferencePipeline
 
-    out, todo = _silent_apart(clips, s, lang)
+    out, todo = silent_apart(clips, s, lang)
     if not todo:
         return [t for t in out if t is not None]
     # each clip starts on the 20 ms grid: faster-whisper rounds times to 10 ms on the joined
@@ -214,7 +214,7 @@ def transcribe_batch(
         k = found if found is not None else nearest
         words[k].extend(_segment_words(seg, float(starts[k]), dropped[k]))
     for k, i in enumerate(todo):
-        out[i] = _finish(words[k], dropped[k], lang, clips[i], s)
+        out[i] = finish_transcript(words[k], dropped[k], lang, clips[i], s)
     return [t for t in out if t is not None]
 
 
@@ -239,7 +239,7 @@ def _decode(model: Any, samples: np.ndarray, options: dict[str, Any]) -> tuple[l
     return list(segments), info, bool(SAMPLED.flag)
 
 
-def _transcribe_words(
+def transcribe_words(
     samples: np.ndarray, s: AsrSettings, lang: str | None, packed: bool = False
 ) -> tuple[list[list[Word]], list[str], str]:
     """Whisper's words by segment (ms from the start of `samples`), what the guards dropped, the
@@ -271,7 +271,7 @@ def _transcribe_words(
 
 
 def transcribe_file(path: str | os.PathLike[str], settings: AsrSettings | None = None) -> Transcript:
-    from ..media import load_audio
+    from avstack.media.audio import load_audio
 
     samples = load_audio(path)
     s = settings or AsrSettings()

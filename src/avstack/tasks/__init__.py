@@ -1,9 +1,11 @@
 """Benchmarks as tasks. Each `tasks/<name>/` package provides a `TASK` (see `Task`) in its
-`task` module; this registry names them. The core (`avstack/*.py`, `avstack/runners/`) never
-imports from here: tasks build on the core, not the other way round.
+`task` module; this registry names them. The core (every other part of avstack but the front
+door, api.py) never imports from here: tasks build on the core, not the other way round.
 
 To add a benchmark: write `tasks/<name>/` with a `task.py` whose `TASK` fills in `Task`, and add
 one line to `REGISTRY`.
+
+May import: any part of avstack but the front door.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..discover import Layout
-from ..io import Progress
-from ..run import RunSettings
-from ..runners import Backend, make_backend
-from ..tables import Report
+from avstack.analysis.tables import Report
+from avstack.io import Progress
+from avstack.preparation.discover import Layout
+from avstack.runs.engine import RunSettings
+from avstack.runs.runners import Backend, make_backend
 
 REGISTRY: dict[str, str] = {  # task name -> module holding its TASK
     "ecog": "avstack.tasks.ecog.task",

@@ -19,12 +19,12 @@ from inspect_ai.model import ChatMessageSystem, ChatMessageUser, ContentImage, C
 from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState, generate
 
-from ..messages import Image, Request, Text, Video, data_url
-from ..stacks import make_stack
-from .ecog.metrics import METRICS, score_clip
-from .ecog.parse import parse_answer
-from .ecog.prompt import EcogOptions
-from .ecog.runs import requests_for, truth_of
+from avstack.prompting.messages import Image, Request, Text, Video, data_url
+from avstack.prompting.stacks import make_stack
+from avstack.tasks.ecog.metrics import METRICS, score_clip
+from avstack.tasks.ecog.parse import parse_answer
+from avstack.tasks.ecog.prompt import EcogOptions
+from avstack.tasks.ecog.runs import requests_for, truth_of
 
 EGOGAP_METRICS = ("correct", "motor_intrusion", "off_vantage")
 
@@ -104,8 +104,8 @@ def ecog(
 @scorer(metrics={m: [mean(), stderr()] for m in EGOGAP_METRICS})
 def egogap_scorer():
     """avstack's EgoGap grading: the letter parsed as `avstack run` does, against the labels shown."""
-    from .egogap.data import MOTOR, OFF_VANTAGE
-    from .egogap.parse import parse_letter
+    from avstack.tasks.egogap.data import MOTOR, OFF_VANTAGE
+    from avstack.tasks.egogap.parse import parse_letter
 
     async def score(state: TaskState, target: Target) -> Score:
         labels = state.metadata["labels"]
@@ -131,8 +131,8 @@ def egogap(
     shuffle_seed: int | None = None,
 ) -> Task:
     """EgoGapBench items as avstack presents them (style, image and option ablations)."""
-    from .egogap.data import load_bundles
-    from .egogap.stack import EgoGapStack, present, request_for
+    from avstack.tasks.egogap.data import load_bundles
+    from avstack.tasks.egogap.stack import EgoGapStack, present, request_for
 
     stack = EgoGapStack(style, variant, options, shuffle_seed)
     cache = Path(bundles).resolve().parent / ".avstack-inspect-images"
@@ -157,8 +157,8 @@ VIDEOQA_METRICS = ("correct", "iou")
 def videoqa_scorer():
     """avstack's video-question grading: the answer parsed as `avstack run` does (a letter, a text,
     a span in any time format), scored with the field's definitions (iou is 0 for non-grounding)."""
-    from .videoqa.data import Item
-    from .videoqa.score import item_outcome
+    from avstack.tasks.videoqa.data import Item
+    from avstack.tasks.videoqa.score import item_outcome
 
     async def score(state: TaskState, target: Target) -> Score:
         item = Item(**state.metadata["item"])
@@ -182,7 +182,7 @@ def videoqa(
     """Your own videos and questions (`-T questions=FILE`), under one input stack."""
     from dataclasses import asdict
 
-    from .videoqa.runs import joined, work_items
+    from avstack.tasks.videoqa.runs import joined, work_items
 
     stack = make_stack(variant, _list(drop), ts_format, word_ts_format)
     pairs, errors = joined(prepared, questions, questions_format)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..io import read_json_file
+from avstack.io import read_json_file
 
 
 def build_view(first: str | Path, runs: list[str | Path], out: str | Path) -> Path:
@@ -15,13 +15,13 @@ def build_view(first: str | Path, runs: list[str | Path], out: str | Path) -> Pa
         and (Path(runs[0]) / "run.json").is_file()
         and read_json_file(Path(runs[0]) / "run.json", dict).get("task") == "videoqa"
     ):
-        from .videoqa.view import build_site as videoqa_site
+        from avstack.tasks.videoqa.view import build_site as videoqa_site
 
         return videoqa_site(first, [Path(r) for r in runs], out)
     if (first / "run.json").is_file() and read_json_file(first / "run.json", dict).get("task") == "egogap":
-        from .egogap.view import build_site as egogap_site
+        from avstack.tasks.egogap.view import build_site as egogap_site
 
         return egogap_site([first, *map(Path, runs)], out)
-    from .ecog.view import build_site
+    from avstack.tasks.ecog.view import build_site
 
     return build_site(first, runs, out)

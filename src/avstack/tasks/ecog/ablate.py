@@ -15,18 +15,18 @@ from typing import Any
 
 import numpy as np
 
-from ...compare import check_same_items
-from ...io import Progress, atomic_write, write_csv_atomic
-from ...run import RunSettings
-from ...runners import make_backend
-from ...stacks import Stack, Subset, make_stack, subset_stacks
-from ...stats import paired_bootstrap_ci, shapley_per_item
-from ...tables import Report, markdown_table
-from .baselines import BASELINES
-from .metrics import METRICS
-from .prompt import EcogOptions
-from .report import Run, item_tables, write_report
-from .runs import prompt_record, run, score_and_write
+from avstack.analysis.compare import check_same_items
+from avstack.analysis.stats import paired_bootstrap_ci, shapley_per_item
+from avstack.analysis.tables import Report, markdown_table
+from avstack.io import Progress, atomic_write, write_csv_atomic
+from avstack.prompting.stacks import Stack, Subset, make_stack, subset_stacks
+from avstack.runs.engine import RunSettings
+from avstack.runs.runners import make_backend
+from avstack.tasks.ecog.baselines import BASELINES
+from avstack.tasks.ecog.metrics import METRICS
+from avstack.tasks.ecog.prompt import EcogOptions
+from avstack.tasks.ecog.report import Run, item_tables, write_report
+from avstack.tasks.ecog.runs import prompt_record, run, score_and_write
 
 
 def ablation_stacks(

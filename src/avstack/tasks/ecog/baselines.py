@@ -14,9 +14,9 @@ from typing import Any
 import cv2
 import numpy as np
 
-from ...messages import Request
-from ...runners import Answer, Backend, BackendBase, seeded_rng
-from .metrics import load_mask
+from avstack.prompting.messages import Request
+from avstack.runs.runners import Answer, Backend, BackendBase, seeded_rng
+from avstack.tasks.ecog.metrics import load_mask
 
 DEICTIC = {
     "this",
@@ -54,7 +54,7 @@ def _shown(request: Request) -> dict[str, Any]:
 def seen_frame_times(shown: dict[str, Any]) -> list[int]:
     """Frame times as a model gets them: parsed from the tags, or read off the overlaid pixels."""
     if shown.get("overlay_images"):
-        from ...overlay import read
+        from avstack.prompting.overlay import read
 
         times = [read(img) for p in shown["overlay_images"] if (img := cv2.imread(p, cv2.IMREAD_COLOR)) is not None]
         return [t for t in times if t is not None]

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...io import DataError, load_records, read_json_file
-from .validate import eval_gt_problem, masks_problem
+from avstack.io import DataError, load_records, read_json_file
+from avstack.tasks.ecog.validate import eval_gt_problem, masks_problem
 
 INSTRUCTIONS = tuple(f"指令{i}" for i in range(1, 7))
 LEVEL_OF = {"指令1": "L1", "指令2": "L2", "指令3": "L3", "指令4": "L3", "指令5": "L4", "指令6": "L4"}

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...io import DataError, atomic_stream, write_jsonl_atomic
-from ...manifest import ClipRecord, data_root_of, iter_manifest, manifest_shards
-from ...messages import Request, Video, flat_prompt, render, to_openai
-from ...stacks import Stack
-from .prompt import EcogOptions
-from .runs import request_or_problem, requests_for, require_ground_truth, usable
+from avstack.io import DataError, atomic_stream, write_jsonl_atomic
+from avstack.manifest import ClipRecord, data_root_of, iter_manifest, manifest_shards
+from avstack.prompting.messages import Request, Video, flat_prompt, render, to_openai
+from avstack.prompting.stacks import Stack
+from avstack.tasks.ecog.prompt import EcogOptions
+from avstack.tasks.ecog.runs import request_or_problem, requests_for, require_ground_truth, usable
 
 FORMATS = ("openai-batch", "jsonl", "hf", "lmms-eval")
 
@@ -79,7 +79,7 @@ def export(
         _refuse([p for _, ps in results for p in ps])
         path = _publish(tmp, out, shard_fmt, len(ranges))
         if fmt == "lmms-eval":
-            from .lmms import write_task
+            from avstack.tasks.ecog.lmms import write_task
 
             return write_task(out, stack, str((out / "test-*.parquet").resolve()), max_tokens)
         return path
@@ -100,7 +100,7 @@ class ShardSpec:
 
 def _run_shards(spec: ShardSpec, ranges: list[tuple[int, int]], executor: str, address: str | None) -> list[Any]:
     if executor == "ray":
-        from ...ray_exec import connect
+        from avstack.preparation.executors.ray import connect
 
         ray = connect(address)
         items = [{"k": k, "start": a, "end": b} for k, (a, b) in enumerate(ranges)]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...discover import discover
-from ...io import DataError
-from ...manifest import load_manifest
-from .data import GtClip
-from .layout import ecog_layout
-from .metrics import load_mask
-from .validate import masks_problem
+from avstack.io import DataError
+from avstack.manifest import load_manifest
+from avstack.preparation.discover import discover
+from avstack.tasks.ecog.data import GtClip
+from avstack.tasks.ecog.layout import ecog_layout
+from avstack.tasks.ecog.metrics import load_mask
+from avstack.tasks.ecog.validate import masks_problem
 
 
 def check_masks(name: str, eval_gt: dict[str, Any], width: int, height: int) -> None:
@@ -37,7 +37,7 @@ def ground_truth(
     root: str | Path, lang: str | None = None, prepared: Path | None = None
 ) -> tuple[list[GtClip], list[str]]:
     """GT records for every clip, and an error line per clip that cannot be used."""
-    from ...media import probe
+    from avstack.media.probe import probe
 
     sizes = _sizes_from_manifest(prepared)
     records, errors = [], []

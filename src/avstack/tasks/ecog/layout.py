@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...discover import ClipJob, rel_path
-from ...io import DataError, read_json_file
-from .data import INSTRUCTIONS, load_annotations, safe_video_path
-from .validate import annotation_problem, check_record, eval_gt_problem
+from avstack.io import DataError, read_json_file
+from avstack.preparation.discover import ClipJob, rel_path
+from avstack.tasks.ecog.data import INSTRUCTIONS, load_annotations, safe_video_path
+from avstack.tasks.ecog.validate import annotation_problem, check_record, eval_gt_problem
 
 
 def instruction_dirs(root: str | Path) -> list[Path]:

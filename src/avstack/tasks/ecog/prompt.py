@@ -16,12 +16,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ...io import inside
-from ...manifest import ClipRecord, frame_file
-from ...messages import Image, Part, Request, Text, Video
-from ...stacks import Stack
-from ...templates import IMAGE, PART, PromptSet, clean, load_prompts, split_parts
-from ...timefmt import frame_tag, parse_frame_tag, parse_words, words_block
+from avstack.io import inside
+from avstack.manifest import ClipRecord, frame_file
+from avstack.prompting.messages import Image, Part, Request, Text, Video
+from avstack.prompting.stacks import Stack
+from avstack.prompting.templates import IMAGE, PART, PromptSet, clean, load_prompts, split_parts
+from avstack.prompting.timefmt import frame_tag, parse_frame_tag, parse_words, words_block
 
 PROMPT_VERSION = "ecog-1"
 COORD_ORDERS = ("xy", "yx")
@@ -152,7 +152,7 @@ def frame_views(record: ClipRecord, stack: Stack, prepared_dir: str) -> list[dic
 def _image_path(record: ClipRecord, k: int, stack: Stack, prepared_dir: str) -> str:
     f = record.frames[k]
     if stack.ts_format == "overlay" and stack.has("frame_ts"):
-        from ...overlay import overlay_frame
+        from avstack.prompting.overlay import overlay_frame
 
         return overlay_frame(Path(prepared_dir), f.path, f.pts_ms)
     return f.path

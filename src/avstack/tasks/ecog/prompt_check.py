@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...manifest import ClipRecord, FrameRef
-from ...messages import Image, Text
-from ...stacks import make_stack
-from ...templates import PromptError, load_prompts, undeclared
-from .prompt import EcogOptions, build_request, prompt_set
+from avstack.manifest import ClipRecord, FrameRef
+from avstack.prompting.messages import Image, Text
+from avstack.prompting.stacks import make_stack
+from avstack.prompting.templates import PromptError, load_prompts, undeclared
+from avstack.tasks.ecog.prompt import EcogOptions, build_request, prompt_set
 
 # What a template receives (README: "Prompt templates"); `part` and `frames[].image` are markers.
 VARIABLES = {

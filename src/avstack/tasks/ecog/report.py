@@ -5,12 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...compare import ItemTable, compare_runs, csv_rows, fmt_delta, plot_deltas
-from ...io import write_csv_atomic
-from ...tables import Report, markdown_table, write_markdown
-from .analysis import BOTTLENECKS, bottlenecks, by_object_size, calibration, level_table, timestamp_errors
-from .metrics import METRICS
-from .score import EcogResult
+from avstack.analysis.compare import ItemTable, compare_runs, csv_rows, fmt_delta, plot_deltas
+from avstack.analysis.tables import Report, markdown_table, write_markdown
+from avstack.io import write_csv_atomic
+from avstack.tasks.ecog.analysis import (
+    BOTTLENECKS,
+    bottlenecks,
+    by_object_size,
+    calibration,
+    level_table,
+    timestamp_errors,
+)
+from avstack.tasks.ecog.metrics import METRICS
+from avstack.tasks.ecog.score import EcogResult
 
 Run = tuple[str, EcogResult, dict[str, Any]]  # (label, result, score json)
 

@@ -6,16 +6,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ...io import DataError, Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
-from ...manifest import ClipRecord, data_root_of, load_manifest
-from ...messages import Request
-from ...run import RunSettings, WorkItem, run_items
-from ...runners import Backend
-from ...stacks import Stack
-from .data import GtClip
-from .parse import parse_answer
-from .prompt import PROMPT_VERSION, EcogOptions, build_request, prompt_set
-from .score import EcogResult, score
+from avstack.io import DataError, Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
+from avstack.manifest import ClipRecord, data_root_of, load_manifest
+from avstack.prompting.messages import Request
+from avstack.prompting.stacks import Stack
+from avstack.runs.engine import RunSettings, WorkItem, run_items
+from avstack.runs.runners import Backend
+from avstack.tasks.ecog.data import GtClip
+from avstack.tasks.ecog.parse import parse_answer
+from avstack.tasks.ecog.prompt import PROMPT_VERSION, EcogOptions, build_request, prompt_set
+from avstack.tasks.ecog.score import EcogResult, score
 
 
 def usable(record: ClipRecord) -> bool:

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .data import GtClip
-from .metrics import METRICS, ClipScore, score_clip
+from avstack.tasks.ecog.data import GtClip
+from avstack.tasks.ecog.metrics import METRICS, ClipScore, score_clip
 
 
 @dataclass

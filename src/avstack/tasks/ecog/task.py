@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...io import DataError, read_predictions
-from ...runners import make_backend
-from ...stacks import make_stack
-from ...tables import Report
-from .. import Outcome, RunJob, Task, too_many_missing
-from .baselines import BASELINES
-from .data import load_gt
-from .layout import ecog_layout
-from .prompt import EcogOptions
-from .report import summary_table, write_report
-from .runs import load_run, prompt_of, run, score_and_write
-from .score import score
+from avstack.analysis.tables import Report
+from avstack.io import DataError, read_predictions
+from avstack.prompting.stacks import make_stack
+from avstack.runs.runners import make_backend
+from avstack.tasks import Outcome, RunJob, Task, too_many_missing
+from avstack.tasks.ecog.baselines import BASELINES
+from avstack.tasks.ecog.data import load_gt
+from avstack.tasks.ecog.layout import ecog_layout
+from avstack.tasks.ecog.prompt import EcogOptions
+from avstack.tasks.ecog.report import summary_table, write_report
+from avstack.tasks.ecog.runs import load_run, prompt_of, run, score_and_write
+from avstack.tasks.ecog.score import score
 
 
 def run_job(job: RunJob) -> Outcome:

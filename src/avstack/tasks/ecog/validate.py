@@ -7,7 +7,7 @@ import base64
 import binascii
 from typing import Any
 
-from ...manifest import ClipRecord, is_number
+from avstack.manifest import ClipRecord, is_number
 
 
 def _point(p: Any) -> bool:
@@ -79,7 +79,7 @@ def annotation_problem(rec: dict[str, Any]) -> str | None:
 
 def masks_problem(eval_gt: dict[str, Any], width: int, height: int) -> str | None:
     """A mask that does not fit the clip's frame (checked on its header, before decoding)."""
-    from .metrics import MaskTooLarge, check_mask_size  # OpenCV: only when there are masks
+    from avstack.tasks.ecog.metrics import MaskTooLarge, check_mask_size  # OpenCV: only when there are masks
 
     for i, ans in enumerate(eval_gt.get("answer", [])):
         mask = ans.get("mask") if isinstance(ans, dict) else None

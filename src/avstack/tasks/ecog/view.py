@@ -20,14 +20,14 @@ from typing import Any
 import cv2
 import numpy as np
 
-from ...compare import ItemSetMismatch, compare_runs, fmt_delta
-from ...io import atomic_write, read_predictions
-from ...manifest import ClipRecord, data_root_of, is_number, load_manifest
-from ...site import PALETTE, esc, page, pct_left, rel
-from .data import LEVEL_OF, referents
-from .metrics import METRICS, load_mask
-from .report import Run, item_tables
-from .runs import load_run
+from avstack.analysis.compare import ItemSetMismatch, compare_runs, fmt_delta
+from avstack.io import atomic_write, read_predictions
+from avstack.manifest import ClipRecord, data_root_of, is_number, load_manifest
+from avstack.site.pages import PALETTE, esc, page, pct_left, rel
+from avstack.tasks.ecog.data import LEVEL_OF, referents
+from avstack.tasks.ecog.metrics import METRICS, load_mask
+from avstack.tasks.ecog.report import Run, item_tables
+from avstack.tasks.ecog.runs import load_run
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...messages import Request
-from ...runners import Answer, BackendBase, seeded_rng
+from avstack.prompting.messages import Request
+from avstack.runs.runners import Answer, BackendBase, seeded_rng
 
 
 class Chance(BackendBase):

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...io import atomic_write
-from .data import EgoGapDataError, Item, image_path, relative_name
-from .prompt import build_prompt
+from avstack.io import atomic_write
+from avstack.tasks.egogap.data import EgoGapDataError, Item, image_path, relative_name
+from avstack.tasks.egogap.prompt import build_prompt
 
 
 def split_of(item: Item, test_fraction: float, seed: int) -> str:
@@ -85,6 +85,6 @@ def export_bundles(
     rationales: str | Path | None = None,
 ) -> dict[str, Any]:
     """`egogap export --to ms-swift` from a bundles file (see export_ms_swift)."""
-    from .data import load_bundles
+    from avstack.tasks.egogap.data import load_bundles
 
     return export_ms_swift(load_bundles(bundles), out, images, style, test_fraction, seed, load_rationales(rationales))

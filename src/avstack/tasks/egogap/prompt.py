@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from .data import OFF_VANTAGE, Item
+from avstack.tasks.egogap.data import OFF_VANTAGE, Item
 
 PROMPT_VERSION = "egogap-1"
 

@@ -7,11 +7,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ...compare import ItemSetMismatch, ItemTable, compare_runs, csv_rows, fmt_delta, plot_deltas
-from ...io import read_json_file, write_csv_atomic
-from ...tables import Report, markdown_table, write_markdown
-from .data import MOTOR, OFF_VANTAGE
-from .score import GROUPS, spearman
+from avstack.analysis.compare import ItemSetMismatch, ItemTable, compare_runs, csv_rows, fmt_delta, plot_deltas
+from avstack.analysis.tables import Report, markdown_table, write_markdown
+from avstack.io import read_json_file, write_csv_atomic
+from avstack.tasks.egogap.data import MOTOR, OFF_VANTAGE
+from avstack.tasks.egogap.score import GROUPS, spearman
 
 # ../shared/egogapbench/FORMAT.md, percent
 PUBLISHED: list[tuple[str, dict[str, float]]] = [

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...io import Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
-from ...run import RunSettings, WorkItem, run_items
-from ...runners import Backend
-from .data import EgoGapDataError, Item, load_bundles
-from .parse import parse_letter
-from .prompt import PROMPT_VERSION
-from .score import score
-from .stack import EgoGapStack, present, request_for
+from avstack.io import Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
+from avstack.runs.engine import RunSettings, WorkItem, run_items
+from avstack.runs.runners import Backend
+from avstack.tasks.egogap.data import EgoGapDataError, Item, load_bundles
+from avstack.tasks.egogap.parse import parse_letter
+from avstack.tasks.egogap.prompt import PROMPT_VERSION
+from avstack.tasks.egogap.score import score
+from avstack.tasks.egogap.stack import EgoGapStack, present, request_for
 
 
 def work_items(items: list[Item], stack: EgoGapStack, images: Path | None, cache: Path) -> list[WorkItem]:
@@ -66,7 +66,7 @@ def score_egogap_run(run_dir: str | Path) -> dict[str, Any]:
     meta = read_json_file(run_dir / "run.json", dict)
     result = score(load_bundles(meta["bundles"]), read_predictions(run_dir / "predictions.jsonl"))
     write_json_atomic(run_dir / "score.json", result)
-    from .report import per_item
+    from avstack.tasks.egogap.report import per_item
 
     write_per_item(run_dir / "per_item.csv", per_item(result))
     return result

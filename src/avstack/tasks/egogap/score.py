@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from .data import MOTOR, OFF_VANTAGE, Item
-from .parse import parse_letter
+from avstack.tasks.egogap.data import MOTOR, OFF_VANTAGE, Item
+from avstack.tasks.egogap.parse import parse_letter
 
 GROUPS = ("overall", "n3", "n4", "direct", "indirect")
 BOOTSTRAP = 2000

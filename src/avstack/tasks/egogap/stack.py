@@ -9,11 +9,11 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ...images import resize_max_side
-from ...io import atomic_write
-from ...messages import Image, Request, Text
-from .data import Item, image_path
-from .prompt import STYLES, build_prompt, drop_off_vantage, shuffled, swap_motor
+from avstack.io import atomic_write
+from avstack.media.images import resize_max_side
+from avstack.prompting.messages import Image, Request, Text
+from avstack.tasks.egogap.data import Item, image_path
+from avstack.tasks.egogap.prompt import STYLES, build_prompt, drop_off_vantage, shuffled, swap_motor
 
 IMAGE_VARIANTS = ("image", "vflip", "hflip", "gray", "downscale", "text")
 OPTION_VARIANTS = ("all", "n3", "swap_motor")
@@ -108,7 +108,7 @@ def request_for(item: Item, stack: EgoGapStack, images: Path | None, cache: Path
 
 def prompt_lines(bundles: str | Path, stack: EgoGapStack) -> list[dict[str, str]]:
     """`egogap prompts`: uid, image, prompt and correct letter of every item as presented."""
-    from .data import load_bundles
+    from avstack.tasks.egogap.data import load_bundles
 
     return [
         {

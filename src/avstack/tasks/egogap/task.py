@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...io import read_predictions
-from ...runners import make_backend
-from ...tables import Report, markdown_table
-from .. import Outcome, RunJob, Task, too_many_missing
-from .baselines import BASELINES
-from .data import load_bundles
-from .report import load_egogap_run, score_rows, write_egogap_report
-from .runs import run_egogap, score_egogap_run
-from .score import score
-from .stack import EgoGapStack
+from avstack.analysis.tables import Report, markdown_table
+from avstack.io import read_predictions
+from avstack.runs.runners import make_backend
+from avstack.tasks import Outcome, RunJob, Task, too_many_missing
+from avstack.tasks.egogap.baselines import BASELINES
+from avstack.tasks.egogap.data import load_bundles
+from avstack.tasks.egogap.report import load_egogap_run, score_rows, write_egogap_report
+from avstack.tasks.egogap.runs import run_egogap, score_egogap_run
+from avstack.tasks.egogap.score import score
+from avstack.tasks.egogap.stack import EgoGapStack
 
 
 def run_job(job: RunJob) -> Outcome:

@@ -9,16 +9,16 @@ from typing import Any
 
 import numpy as np
 
-from ...compare import check_same_items
-from ...io import Progress, atomic_write, write_csv_atomic
-from ...run import RunSettings
-from ...runners import make_backend
-from ...stacks import Stack, make_stack, subset_stacks
-from ...stats import paired_bootstrap_ci, shapley_per_item
-from ...tables import Report, markdown_table
-from .baselines import BASELINES
-from .report import write_report
-from .runs import run, score_run
+from avstack.analysis.compare import check_same_items
+from avstack.analysis.stats import paired_bootstrap_ci, shapley_per_item
+from avstack.analysis.tables import Report, markdown_table
+from avstack.io import Progress, atomic_write, write_csv_atomic
+from avstack.prompting.stacks import Stack, make_stack, subset_stacks
+from avstack.runs.engine import RunSettings
+from avstack.runs.runners import make_backend
+from avstack.tasks.videoqa.baselines import BASELINES
+from avstack.tasks.videoqa.report import write_report
+from avstack.tasks.videoqa.runs import run, score_run
 
 
 def ablate(
@@ -60,7 +60,7 @@ def ablate(
 
 
 def _cue_section(cues: list[str], plan: list[Any], dirs: Mapping[Stack, Path], out: Path) -> list[str]:
-    from ...compare import ItemTable
+    from avstack.analysis.compare import ItemTable
 
     tables = {s.present: ItemTable(s.stack.name, score_run(dirs[s.stack])["per_item"]) for s in plan}
     base = tables[frozenset(cues)]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...io import DataError
+from avstack.io import DataError
 
 KINDS = ("mcq", "open", "grounding")
 FORMATS = ("auto", "generic", "charades", "qvhighlights", "videomme")

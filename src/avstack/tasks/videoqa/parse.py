@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from .data import Item, option_text
+from avstack.tasks.videoqa.data import Item, option_text
 
 # a time as the stacks tell it, or as a model writes it: <timestamp_ms>1234, 1234 ms, <t=1.234s>,
 # <1.2 seconds>, 00:01.234 / 1:02, 1.5 s, 12.5

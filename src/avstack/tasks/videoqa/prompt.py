@@ -10,14 +10,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ...io import DataError, inside
-from ...manifest import ClipRecord, frame_file
-from ...messages import Image, Part, Request, Text, Video
-from ...stacks import Stack
-from ...templates import IMAGE, PART, PromptSet, clean, load_prompts, split_parts
-from ...timefmt import frame_tag, parse_frame_tag, parse_words, words_block
-from .data import Item
-from .subtitles import read_subtitles
+from avstack.io import DataError, inside
+from avstack.manifest import ClipRecord, frame_file
+from avstack.prompting.messages import Image, Part, Request, Text, Video
+from avstack.prompting.stacks import Stack
+from avstack.prompting.templates import IMAGE, PART, PromptSet, clean, load_prompts, split_parts
+from avstack.prompting.timefmt import frame_tag, parse_frame_tag, parse_words, words_block
+from avstack.tasks.videoqa.data import Item
+from avstack.tasks.videoqa.subtitles import read_subtitles
 
 PROMPT_VERSION = "videoqa-1"
 BUILTIN = Path(__file__).with_name("prompts")
@@ -51,7 +51,7 @@ def _subtitles(item: Item, stack: Stack, data_root: str | None) -> tuple[bool, s
 def _image_path(record: ClipRecord, k: int, stack: Stack, prepared_dir: str) -> str:
     f = record.frames[k]
     if stack.ts_format == "overlay" and stack.has("frame_ts"):  # the time burned into the frame
-        from ...overlay import overlay_frame
+        from avstack.prompting.overlay import overlay_frame
 
         return overlay_frame(Path(prepared_dir), f.path, f.pts_ms)
     return f.path

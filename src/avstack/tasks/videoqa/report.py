@@ -1,16 +1,16 @@
 """Reports over video-question runs: scores per kind and group, and the paired deltas of every run
-against the first (the same items), with CIs, p-values and MDE (avstack.compare)."""
+against the first (the same items), with CIs, p-values and MDE (avstack.analysis.compare)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from ...compare import ItemTable, compare_runs, csv_rows, fmt_delta, plot_deltas
-from ...io import read_json_file, write_csv_atomic
-from ...tables import Report, markdown_table, write_markdown
-from .runs import score_run
-from .score import THRESHOLDS
+from avstack.analysis.compare import ItemTable, compare_runs, csv_rows, fmt_delta, plot_deltas
+from avstack.analysis.tables import Report, markdown_table, write_markdown
+from avstack.io import read_json_file, write_csv_atomic
+from avstack.tasks.videoqa.runs import score_run
+from avstack.tasks.videoqa.score import THRESHOLDS
 
 GROUNDING = ("r@0.3", "r@0.5", "r@0.7", "iou")
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...io import DataError, Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
-from ...manifest import ClipRecord, data_root_of, load_manifest
-from ...run import RunSettings, WorkItem, run_items
-from ...runners import Backend
-from ...stacks import Stack
-from .data import Item, load_questions
-from .parse import parse_answer
-from .prompt import PROMPT_VERSION, build_request, prompt_set
-from .score import score
+from avstack.io import DataError, Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
+from avstack.manifest import ClipRecord, data_root_of, load_manifest
+from avstack.prompting.stacks import Stack
+from avstack.runs.engine import RunSettings, WorkItem, run_items
+from avstack.runs.runners import Backend
+from avstack.tasks.videoqa.data import Item, load_questions
+from avstack.tasks.videoqa.parse import parse_answer
+from avstack.tasks.videoqa.prompt import PROMPT_VERSION, build_request, prompt_set
+from avstack.tasks.videoqa.score import score
 
 
 def joined(
@@ -145,8 +145,8 @@ def write_requests(
 ) -> int:
     """The rendered request of every question under one stack, one JSON line each; a question whose
     request cannot be made is refused, named."""
-    from ...io import write_jsonl_atomic
-    from ...messages import render
+    from avstack.io import write_jsonl_atomic
+    from avstack.prompting.messages import render
 
     pairs, errors = joined(prepared, questions, qformat)
     items = work_items(pairs, stack, Path(prepared), prompt_dir)

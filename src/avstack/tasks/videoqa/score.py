@@ -8,7 +8,7 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .data import Item
+from avstack.tasks.videoqa.data import Item
 
 THRESHOLDS = (0.3, 0.5, 0.7)
 
@@ -40,7 +40,7 @@ def _prediction(item: Item, line: Mapping[str, Any] | None) -> tuple[dict[str, A
         return None, False
     if isinstance(line.get("prediction"), dict):
         return line["prediction"], not line.get("parse_error")
-    from .parse import parse_answer
+    from avstack.tasks.videoqa.parse import parse_answer
 
     raw = line.get("response", line.get("answer"))
     if not isinstance(raw, str):

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ...io import DataError
+from avstack.io import DataError
 
 _TIME = r"(?:(\d+):)?(\d{1,2}):(\d{2})[,.](\d{3})"
 _CUE = re.compile(rf"{_TIME}\s*-->\s*{_TIME}")

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...io import read_predictions
-from ...runners import make_backend
-from ...stacks import make_stack
-from ...tables import Report, markdown_table
-from .. import Outcome, RunJob, Task, too_many_missing
-from .baselines import BASELINES
-from .data import load_questions
-from .report import score_rows, write_report
-from .runs import run, score_run
-from .score import score
+from avstack.analysis.tables import Report, markdown_table
+from avstack.io import read_predictions
+from avstack.prompting.stacks import make_stack
+from avstack.runs.runners import make_backend
+from avstack.tasks import Outcome, RunJob, Task, too_many_missing
+from avstack.tasks.videoqa.baselines import BASELINES
+from avstack.tasks.videoqa.data import load_questions
+from avstack.tasks.videoqa.report import score_rows, write_report
+from avstack.tasks.videoqa.runs import run, score_run
+from avstack.tasks.videoqa.score import score
 
 NEEDS = (
     "--task videoqa needs the PREPARED folder and --questions FILE "

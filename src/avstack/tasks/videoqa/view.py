@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...io import atomic_write, read_json_file, read_predictions
-from ...manifest import ClipRecord, frame_file, load_manifest
-from ...site import PALETTE, esc, page, pct_left, rel
-from .data import Item, load_questions
+from avstack.io import atomic_write, read_json_file, read_predictions
+from avstack.manifest import ClipRecord, frame_file, load_manifest
+from avstack.site.pages import PALETTE, esc, page, pct_left, rel
+from avstack.tasks.videoqa.data import Item, load_questions
 
 
 def _span_bar(a_ms: float, b_ms: float, end: float, attrs: str, colour: str, title: str, row: int = 0) -> str:

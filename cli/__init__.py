@@ -1,0 +1,1 @@
+"""The `avstack` command line (installed as avstack_cli): see app."""

@@ -1,0 +1,132 @@
+"""What every command shares: the Typer apps, progress bars, and errors a user can cause ending in
+one line naming what was expected and what was found (never a traceback)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Egocentric clips -> model inputs -> scores.")
+
+
+ecog_app = typer.Typer(no_args_is_help=True, help="EcoG-Bench helpers.")
+
+
+app.add_typer(ecog_app, name="ecog")
+
+
+egogap_app = typer.Typer(no_args_is_help=True, help="EgoGapBench helpers: prompts, export.")
+
+
+app.add_typer(egogap_app, name="egogap")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from avstack import __version__
+
+        typer.echo(f"avstack {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Egocentric clips -> model inputs -> scores."""
+
+
+T = TypeVar("T")
+
+
+ALIGN_HELP = "What times the words: auto (= acoustic: phone HMMs for English, else self), self, none, or a model name"
+
+
+QUESTIONS_HELP = "videoqa: the questions file (JSONL/CSV; Charades-STA .txt, QVHighlights .jsonl, Video-MME table)"
+
+
+QFORMAT_HELP = "videoqa: auto, generic, charades, qvhighlights or videomme"
+
+
+DROP_HELP = "Anchor to drop: frame_ts, word_ts, asr, frames (repeatable)"
+
+
+def progress(items: Iterable[T], total: int, label: str = "clips") -> Iterable[T]:
+    """A progress bar on stderr (quiet when stderr is not a terminal); for clip records it also
+    counts the failed and the cached ones."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    failed = cached = 0
+    with Progress(*cols, transient=False, disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task(label, total=total)
+        for item in items:
+            yield item
+            failed += int(bool(getattr(item, "error", None)))
+            cached += int(bool(getattr(item, "cache_hit", False)))
+            note = f" ({failed} failed, {cached} cached)" if hasattr(item, "cache_hit") else ""
+            bar.update(task, advance=1, description=label + note)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    from avstack.runs.secrets import scrub
+
+    typer.echo(f"error: {scrub(message)}", err=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Errors from bad input, options, back-ends or the disk: one line, exit 2 (Ctrl-C: 130)."""
+    from avstack.runs.runners import FatalError
+
+    try:
+        yield
+    except FatalError as exc:
+        fail(
+            f"the back-end refused the run: {exc}; nothing was recorded for the clips it refused, so a rerun asks again"
+        )
+    except (ValueError, ImportError, OSError, KeyError) as exc:  # DataError and OutputError are among these
+        fail(str(exc) if not isinstance(exc, KeyError) else f"missing field {exc}")
+    except KeyboardInterrupt:
+        fail("interrupted; what was finished is kept and a rerun goes on from there", 130)
+
+
+def backend_options(base_url: str | None, temperature: float, max_tokens: int, timeout: float) -> dict[str, Any]:
+    opts: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "timeout": timeout}
+    if base_url:
+        opts["base_url"] = base_url
+    return opts
+
+
+def defaults() -> dict[str, Any]:
+    from avstack.runs.runners import DEFAULTS
+
+    return DEFAULTS
+
+
+def print_outcome(outcome: Any) -> None:
+    typer.echo(outcome.summary)
+    for note in outcome.notes:
+        typer.echo(note, err=True)
+
+
+TS_HELP = "How frame times are told: ms, seconds, mmss, qwen, index, overlay"
+
+
+WORDS_HELP = "How word times are told: json, srt, inline"
+
+
+PROMPT_HELP = "A folder of prompt templates (system.j2, user.j2; see README); default: the shipped ones"
+
+
+prompts_app = typer.Typer(no_args_is_help=True, help="Prompt templates: check a folder of your own.")
+
+
+app.add_typer(prompts_app, name="prompts")

@@ -1,0 +1,150 @@
+"""Commands of the prepare stage (docs: prepare.md): prepare, transcribe, synth."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .common import ALIGN_HELP, app, progress, user_errors
+
+
+@app.command()
+def prepare(
+    data_root: Annotated[Path, typer.Argument(help="EcoG layout (指令1..指令6 folders) or a plain folder of videos")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (manifest.jsonl, frames/, audio/)")],
+    anchors: Annotated[str, typer.Option(help="'full' or a comma list of frames,audio,asr")] = "full",
+    fps: Annotated[float, typer.Option(help="Frames per second to sample (the paper uses 2)")] = 2.0,
+    max_frames: Annotated[int | None, typer.Option(help="Cap on sampled frames (uniform subsample)")] = None,
+    max_side: Annotated[int | None, typer.Option(help="Shrink frames to this longest side in px")] = None,
+    max_pixels: Annotated[
+        int | None, typer.Option(help="Refuse clips whose frames have more pixels (default: 8K, 7680x4320)")
+    ] = None,
+    jpeg_quality: Annotated[int, typer.Option(help="JPEG quality 1-100")] = 90,
+    workers: Annotated[int | None, typer.Option(help="Worker processes (default: CPU count)")] = None,
+    threads: Annotated[
+        int, typer.Option(help="Decoder threads per worker (0: chosen for the job; see prepare.json)")
+    ] = 0,
+    asr_threads: Annotated[
+        int,
+        typer.Option(help="CPU threads of one transcription; fixed (not the cores), so words never move with them"),
+    ] = 1,
+    asr_model: Annotated[
+        str, typer.Option(help="faster-whisper model name or folder (tiny.en, base bundled)")
+    ] = "tiny.en",
+    lang: Annotated[str, typer.Option(help="ASR language: auto, en, zh, ...")] = "auto",
+    device: Annotated[str, typer.Option(help="ASR device: auto, cpu, cuda")] = "auto",
+    refine_words: Annotated[
+        bool, typer.Option(help="Snap ASR word edges to speech-energy edges (measured: benchmarks/asr_timing.py)")
+    ] = True,
+    aligner: Annotated[str, typer.Option(help=ALIGN_HELP)] = "auto",
+    fillers: Annotated[
+        bool, typer.Option(help="Report the fillers the acoustic aligner finds (um, uh, er) as words too")
+    ] = False,
+    decode: Annotated[str, typer.Option(help="auto, selective or sequential (identical frames)")] = "auto",
+    asr_mode: Annotated[
+        str,
+        typer.Option(
+            help=(
+                "auto (batched on a GPU, else single), single, batched, or packed "
+                "(several short clips per Whisper window: faster on a CPU, shared context)"
+            )
+        ),
+    ] = "auto",
+    executor: Annotated[
+        str, typer.Option(help="local (processes here) or ray (a Ray cluster; pip install 'avstack[ray]')")
+    ] = "local",
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster address (default RAY_ADDRESS; else a local Ray is started)")
+    ] = None,
+    audio_track: Annotated[
+        int | None, typer.Option(help="Audio track to hear (0 = first; default: the one marked default, or the first)")
+    ] = None,
+    include: Annotated[
+        list[str] | None, typer.Option(help="Also take files matching this glob as videos (repeatable): '*.dat'")
+    ] = None,
+) -> None:
+    """Decode clips, sample frames at true times, extract audio and word-level ASR; write a manifest."""
+    from avstack.api import prepare as api_prepare
+    from avstack.limits import DEFAULT_MAX_PIXELS
+
+    with user_errors():
+        report = api_prepare(
+            data_root,
+            out,
+            anchors=anchors,
+            fps=fps,
+            asr_model=asr_model,
+            lang=None if lang == "auto" else lang,
+            asr_mode=asr_mode,
+            workers=workers,
+            executor=executor,
+            ray_address=ray_address,
+            include=tuple(include or ()),
+            progress=progress,
+            max_frames=max_frames,
+            max_side=max_side,
+            max_pixels=max_pixels or DEFAULT_MAX_PIXELS,
+            jpeg_quality=jpeg_quality,
+            asr_device=device,
+            asr_refine=refine_words,
+            asr_aligner=aligner,
+            asr_fillers=fillers,
+            decode=decode,
+            threads=threads,
+            asr_threads=asr_threads,
+            audio_track=audio_track,
+        )
+    n, bad = report.count, report.failed
+    typer.echo(f"prepared {n - len(bad)}/{n} clips into {out} ({report.cache_hits} from cache)")
+    for name in report.skipped[:20]:
+        typer.echo(f"  skipped {name}: not a video by its name (--include GLOB to take it)", err=True)
+    if len(report.skipped) > 20:
+        typer.echo(f"  ... and {len(report.skipped) - 20} more skipped files", err=True)
+    for rec in bad:
+        err = rec.error or {}
+        typer.echo(f"  FAILED {rec.clip_id}: {err.get('type')}: {err.get('message')}", err=True)
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command()
+def transcribe(
+    paths: Annotated[list[Path], typer.Argument(help="Video or audio files")],
+    model: Annotated[str, typer.Option(help="faster-whisper model name or folder")] = "tiny.en",
+    lang: Annotated[str, typer.Option(help="auto, en, zh, ...")] = "auto",
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda")] = "auto",
+    refine: Annotated[bool, typer.Option(help="Snap word edges to speech-energy edges")] = True,
+    aligner: Annotated[str, typer.Option(help=ALIGN_HELP)] = "auto",
+    fillers: Annotated[bool, typer.Option(help="Report the fillers found (um, uh, er) as words too")] = False,
+) -> None:
+    """Print word-level ASR JSON (EcoG annotations shape), one line per file."""
+    from avstack.asr import AsrSettings, transcribe_file
+
+    settings = AsrSettings(model=model, device=device, language=lang, refine=refine, aligner=aligner, fillers=fillers)
+    failed = 0
+    for path in paths:
+        try:
+            result: dict[str, Any] = {"path": str(path)} | transcribe_file(path, settings).to_ecog()
+        except Exception as exc:  # one bad file never stops the others
+            failed += 1
+            result = {"path": str(path), "error": {"type": type(exc).__name__, "message": str(exc)}}
+        typer.echo(json.dumps(result, ensure_ascii=False))
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def synth(
+    out: Annotated[Path, typer.Argument(help="Folder to write an EcoG-layout sample set into")],
+    lang: Annotated[str, typer.Option(help="en or zh")] = "en",
+    small: Annotated[bool, typer.Option(help="Small clips (the bundled demo size)")] = True,
+) -> None:
+    """Generate synthetic EcoG-layout clips with known frame and word timing."""
+    from avstack.synthetic.sample_data import make_sample_set
+
+    with user_errors():
+        clips = make_sample_set(out, lang=lang, small=small)
+    typer.echo(f"wrote {len(clips)} clips to {out}")

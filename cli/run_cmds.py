@@ -1,0 +1,303 @@
+"""Commands from prepared clips to scores (docs: stacks.md, runs.md, ablation.md, harnesses.md):
+stacks, run, ablate, score, report, export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .common import (
+    DROP_HELP,
+    PROMPT_HELP,
+    QFORMAT_HELP,
+    QUESTIONS_HELP,
+    TS_HELP,
+    WORDS_HELP,
+    app,
+    backend_options,
+    defaults,
+    fail,
+    print_outcome,
+    progress,
+    user_errors,
+)
+
+
+@app.command()
+def score(
+    task: Annotated[str, typer.Option(help="ecog, egogap or videoqa")] = "ecog",
+    gt: Annotated[Path | None, typer.Option(help="Ground truth JSONL (avstack ecog gt) or a reference .json")] = None,
+    bundles: Annotated[Path | None, typer.Option(help="EgoGap *.bundles.jsonl (for --task egogap)")] = None,
+    questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
+    pred: Annotated[Path | None, typer.Option(help="Predictions JSONL (or predictions.jsonl of a run)")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the full result as JSON here")] = None,
+) -> None:
+    """Score predictions with the benchmark's own metric definitions."""
+    from avstack.io import atomic_write
+    from avstack.tasks import get_task
+
+    truth = {"egogap": bundles, "videoqa": questions}.get(task, gt)
+    if truth is None or pred is None:
+        need = {"egogap": "--bundles", "videoqa": "--questions"}.get(task, "--gt")
+        fail(f"{need} and --pred are required for --task {task}")
+    with user_errors():
+        outcome = get_task(task).score(truth, pred)
+    print_outcome(outcome)
+    if json_out:
+        with user_errors():
+            atomic_write(json_out, json.dumps(outcome.result, ensure_ascii=False, indent=1).encode())
+    if outcome.failed:
+        raise typer.Exit(1)
+
+
+def _ecog_inputs(
+    variant: str,
+    drop: list[str],
+    asr: str | None,
+    coord_order: str,
+    ts_format: str = "ms",
+    word_ts_format: str = "json",
+    prompt: Path | None = None,
+) -> tuple[Any, Any]:
+    from avstack.prompting.stacks import make_stack
+    from avstack.tasks.ecog.prompt import EcogOptions
+
+    with user_errors():
+        return make_stack(variant, drop, ts_format, word_ts_format), EcogOptions(coord_order, asr, prompt_dir=prompt)
+
+
+@app.command()
+def stacks(
+    prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file, one request per clip")],
+    variant: Annotated[str, typer.Option(help="full, video or text")] = "full",
+    drop: Annotated[list[str], typer.Option(help=DROP_HELP)] = [],  # noqa: B006
+    asr: Annotated[str | None, typer.Option(help="whisper (ours) or source (annotations); default ours")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="openai, gemini, hf or neutral")] = "openai",
+    coord_order: Annotated[str, typer.Option(help="xy or yx")] = "xy",
+    media_mode: Annotated[str, typer.Option("--media", help="path or data (inline base64)")] = "path",
+    ts_format: Annotated[str, typer.Option(help=TS_HELP)] = "ms",
+    word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
+    prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
+    task: Annotated[str, typer.Option(help="ecog, or videoqa (with --questions)")] = "ecog",
+    questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
+    questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
+) -> None:
+    """Write the rendered request of every clip (videoqa: every question) under one input stack."""
+    from avstack.tasks.ecog.export import write_stacks
+
+    if task == "videoqa":
+        from avstack.prompting.stacks import make_stack
+        from avstack.tasks.videoqa.runs import write_requests
+
+        if questions is None:
+            fail("--task videoqa needs --questions FILE")
+        with user_errors():
+            stack = make_stack(variant, drop, ts_format, word_ts_format)
+            n = write_requests(prepared, questions, out, stack, fmt, media_mode, questions_format, prompt)
+        typer.echo(f"wrote {n} requests ({stack.name}, {fmt}) to {out}")
+        return
+    stack, options = _ecog_inputs(variant, drop, asr, coord_order, ts_format, word_ts_format, prompt)
+    with user_errors():
+        n = write_stacks(prepared, out, stack, options, fmt, media_mode)
+    typer.echo(f"wrote {n} requests ({stack.name}, {fmt}) to {out}")
+
+
+@app.command("export")
+def export_cmd(
+    prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
+    to: Annotated[str, typer.Option("--to", help="openai-batch, jsonl, hf, lmms-eval (a task folder), or features")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder")],
+    variant: Annotated[str, typer.Option(help="full, video or text")] = "full",
+    drop: Annotated[list[str], typer.Option(help=DROP_HELP)] = [],  # noqa: B006
+    asr: Annotated[str | None, typer.Option(help="whisper or source")] = None,
+    coord_order: Annotated[str, typer.Option(help="xy or yx")] = "xy",
+    model: Annotated[str, typer.Option(help="Model named in openai-batch request bodies")] = "gpt-4o",
+    ts_format: Annotated[str, typer.Option(help=TS_HELP)] = "ms",
+    word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
+    prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
+    shard_size: Annotated[int, typer.Option(help="Clips per shard (per Parquet file for hf)")] = 1000,
+    executor: Annotated[str, typer.Option(help="local, or ray (shards written by Ray Data workers)")] = "local",
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default RAY_ADDRESS)")] = None,
+) -> None:
+    """Precomputed inputs for other harnesses (see the docs: loaders); --to features for any prepared folder."""
+    from avstack.tasks.ecog.export import export
+
+    if to == "features":
+        from avstack.features import export_features
+
+        with user_errors():
+            path = export_features(prepared, out)
+        typer.echo(f"wrote {path} (and {path.with_suffix('.parquet').name} when datasets is installed)")
+        return
+    stack, options = _ecog_inputs(variant, drop, asr, coord_order, ts_format, word_ts_format, prompt)
+    with user_errors():
+        path = export(
+            prepared, out, to, stack, options, model, shard_size=shard_size, executor=executor, ray_address=ray_address
+        )
+    typer.echo(f"wrote {path} ({stack.name})")
+
+
+@app.command("run")
+def run_cmd(
+    model: Annotated[str, typer.Option(help="oracle, chance, deixis, openai:M, gemini:M, hf:M, replay:FILE")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (predictions.jsonl, run.json)")],
+    prepared: Annotated[Path | None, typer.Argument(help="A folder written by `avstack prepare` (ecog)")] = None,
+    task: Annotated[str, typer.Option(help="ecog, egogap or videoqa")] = "ecog",
+    variant: Annotated[
+        str,
+        typer.Option(help="ecog, videoqa: full, video, text (videoqa: subtitled); egogap: image, vflip, hflip, ..."),
+    ] = "full",
+    drop: Annotated[list[str], typer.Option(help="Anchor to drop (ecog)")] = [],  # noqa: B006
+    asr: Annotated[str | None, typer.Option(help="whisper or source (ecog)")] = None,
+    coord_order: Annotated[str, typer.Option(help="xy or yx (ecog)")] = "xy",
+    bundles: Annotated[Path | None, typer.Option(help="EgoGap *.bundles.jsonl")] = None,
+    images: Annotated[Path | None, typer.Option(help="EgoGap image folder (COCO train2017, wikimedia)")] = None,
+    style: Annotated[str, typer.Option(help="EgoGap prompt style: default, egoplan, exclusion")] = "default",
+    options: Annotated[str, typer.Option(help="EgoGap options: all, n3 (drop off-vantage), swap_motor")] = "all",
+    shuffle_seed: Annotated[int | None, typer.Option(help="EgoGap: shuffle and re-letter options")] = None,
+    max_side: Annotated[int, typer.Option(help="EgoGap downscale variant: longest side in px")] = 512,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight")] = 4,
+    retries: Annotated[int, typer.Option(help="Retries on 429/5xx/timeouts")] = 5,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server (or OPENAI_BASE_URL)")] = None,
+    temperature: Annotated[float, typer.Option()] = defaults()["temperature"],
+    max_tokens: Annotated[int, typer.Option()] = defaults()["max_tokens"],
+    timeout: Annotated[float, typer.Option(help="Seconds per request")] = defaults()["timeout"],
+    ts_format: Annotated[str, typer.Option(help=TS_HELP + " (ecog)")] = "ms",
+    word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP + " (ecog)")] = "json",
+    prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP + " (ecog)")] = None,
+    questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
+    questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
+) -> None:
+    """Run a model over prepared clips (ecog, videoqa) or bundles (egogap); resumable; then score."""
+    from avstack.runs.engine import RunSettings
+    from avstack.tasks import RunJob, get_task
+
+    args = {
+        "prepared": prepared,
+        "variant": variant,
+        "drop": drop,
+        "asr": asr,
+        "coord_order": coord_order,
+        "bundles": bundles,
+        "images": images,
+        "style": style,
+        "options": options,
+        "shuffle_seed": shuffle_seed,
+        "max_side": max_side,
+        "ts_format": ts_format,
+        "word_ts_format": word_ts_format,
+        "prompt": prompt,
+        "questions": questions,
+        "questions_format": questions_format,
+    }
+    with user_errors():
+        job = RunJob(
+            model,
+            out,
+            RunSettings(concurrency=concurrency, retries=retries),
+            backend_options(base_url, temperature, max_tokens, timeout),
+            args,
+            progress,
+        )
+        outcome = get_task(task).run(job)
+    print_outcome(outcome)
+    if outcome.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def ablate(
+    prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
+    model: Annotated[str, typer.Option(help="oracle, chance, deixis, openai:MODEL, replay:FILE")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for one run per stack and the report")],
+    drop: Annotated[list[str], typer.Option(help="Anchor to drop (repeatable)")] = [],  # noqa: B006
+    variants: Annotated[str, typer.Option(help="Comma list of extra variants: video,text")] = "",
+    concurrency: Annotated[int, typer.Option()] = 4,
+    base_url: Annotated[str | None, typer.Option()] = None,
+    subsets: Annotated[
+        bool, typer.Option(help="Run every subset of the --drop cues and report each cue's Shapley value")
+    ] = False,
+    cluster: Annotated[
+        str | None, typer.Option(help="Bootstrap whole clusters: scene, task_template, level or lang")
+    ] = None,
+    ts_format: Annotated[
+        str, typer.Option(help="Comma list of frame-time formats to compare, e.g. ms,index,overlay")
+    ] = "ms",
+    word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
+    prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
+    task: Annotated[str, typer.Option(help="ecog, or videoqa (with --questions)")] = "ecog",
+    questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
+    questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
+    variant: Annotated[str, typer.Option(help="videoqa: the baseline stack, full or subtitled")] = "full",
+) -> None:
+    """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
+    from avstack.runs.engine import RunSettings
+    from avstack.tasks.ecog.ablate import ablate as run_ablate
+    from avstack.tasks.ecog.prompt import EcogOptions
+
+    d = defaults()
+    if task == "videoqa":
+        from avstack.tasks.videoqa.ablate import ablate as qa_ablate
+
+        if questions is None:
+            fail("--task videoqa needs --questions FILE")
+        with user_errors():
+            report = qa_ablate(
+                prepared,
+                questions,
+                model,
+                out,
+                drop,
+                variant,
+                RunSettings(concurrency=concurrency),
+                backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
+                questions_format,
+                prompt,
+                subsets,
+                ts_format.split(",")[0],
+            )
+        typer.echo(report.summary)
+        typer.echo(f"full report: {report.path}")
+        return
+    with user_errors():
+        report = run_ablate(
+            prepared,
+            model,
+            out,
+            drop,
+            [v for v in variants.split(",") if v],
+            RunSettings(concurrency=concurrency),
+            backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
+            options=EcogOptions(prompt_dir=prompt),
+            subsets=subsets,
+            cluster=cluster,
+            ts_formats=[f.strip() for f in ts_format.split(",") if f.strip()],
+            word_ts_format=word_ts_format,
+        )
+    typer.echo(report.summary)
+    typer.echo(f"full report: {report.path}")
+
+
+@app.command()
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders; the first is the baseline")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Report folder")] = Path("report"),
+    cluster: Annotated[
+        str | None, typer.Option(help="Bootstrap whole clusters (EcoG: scene, task_template, level, lang)")
+    ] = None,
+) -> None:
+    """EcoG: Δ table, bottlenecks, calibration, size/scene/language. EgoGap: scores with CIs, rank agreement."""
+    from avstack.io import read_json_file
+    from avstack.tasks import task_of_run
+
+    with user_errors():
+        tasks = {task_of_run(read_json_file(r / "run.json", dict)).name for r in runs}
+        if len(tasks) > 1:
+            fail(f"runs of one task per report; found {', '.join(sorted(tasks))}")
+        written = task_of_run({"task": tasks.pop()}).report(runs, out, cluster)
+    typer.echo(written.summary)
+    typer.echo(f"report: {written.path}")

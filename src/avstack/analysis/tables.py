@@ -1,0 +1,31 @@
+"""Markdown tables and the report value every task's report returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from avstack.io import atomic_write
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Report:
+    """A written report: the summary a command prints, the full Markdown text, and its file."""
+
+    summary: str
+    text: str
+    path: Path
+
+
+def write_markdown(out: Path, head: list[str], rest: list[str]) -> Report:
+    """report.md from its head (what the console shows) and the rest."""
+    text = "\n".join(head + rest)
+    path = out / "report.md"
+    atomic_write(path, text.encode())
+    return Report("\n".join(head) + "\n", text, path)

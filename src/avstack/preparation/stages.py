@@ -1,0 +1,218 @@
+"""The stages of one clip (frames, audio, ASR), each a pure function of the clip and the settings
+writing into a content-addressed cache under the output folder, and the clip's record from them.
+Both executors (local processes, Ray) call down into these."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from avstack.io import read_json, sha256_file, write_json_atomic, write_wav_float
+from avstack.manifest import ClipRecord, FrameRef
+from avstack.preparation.discover import ClipJob
+from avstack.preparation.settings import CACHE_VERSION, PrepareSettings, cache_key
+
+if TYPE_CHECKING:
+    from avstack import media
+
+
+def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) -> dict[str, Any]:
+    """Sample frames; cached under frames/<key>/ with a JSON index written last. A clip that
+    fails part-way leaves no frames behind (the folder is removed), so nothing half-done is
+    ever read."""
+    from avstack import media
+
+    key = s.frame_key(video_sha)
+    index_path = out / "cache" / "frames" / f"{key}.json"
+    cached = read_json(index_path)
+    if cached is not None and all((out / f["path"]).is_file() for f in cached["frames"]):
+        return cached | {"cache_hit": True}
+    sampling = media.Sampling(
+        s.fps,
+        s.max_frames,
+        None,
+        s.max_side,
+        s.thread_type,
+        s.threads,
+        s.decode,
+        max_pixels=s.max_pixels,
+        audio_track=s.audio_track,
+    )
+    try:
+        written, note = media.with_fallback(lambda sp: _write_frames(job, sp, s, out, key), sampling)
+    except BaseException:
+        shutil.rmtree(out / "frames" / key, ignore_errors=True)
+        raise
+    info, decode_path, frames, damage = written
+    result = {
+        "info": asdict(info) | {"path": None},
+        "frames": frames,
+        "damage": damage,
+        "last_frame": frames[-1],
+        "decode_path": note or decode_path,
+        "thread_type": s.thread_type,
+    }
+    write_json_atomic(index_path, result)
+    return result | {"cache_hit": False}
+
+
+def _write_frames(
+    job: ClipJob, sampling: media.Sampling, s: PrepareSettings, out: Path, key: str
+) -> tuple[media.ClipInfo, str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each frame is JPEG-encoded and written as it comes out of the decoder (on the decoding
+    threads, or on a writer thread beside one decoder: OpenCV releases the GIL), then dropped:
+    bounded memory."""
+    from avstack import media
+    from avstack.media.images import write_jpeg
+
+    rel_dir = Path("frames") / key
+    shutil.rmtree(out / rel_dir, ignore_errors=True)  # a fallback's decode starts clean: no frame of the first left
+
+    def write(frame: media.Frame) -> dict[str, Any]:
+        rel = rel_dir / f"{frame.index:06d}.jpg"
+        write_jpeg(out / rel, frame.image, s.jpeg_quality, None, "bgr")
+        return {"index": frame.index, "pts_ms": frame.pts_ms, "path": rel.as_posix()}
+
+    with media.FrameReader(job.path, sampling, pixel_format="bgr24") as reader:
+        frames = reader.map_frames(write, sampling.threads)
+        return reader.info, reader.decode_path, frames, reader.damage
+
+
+def audio_stage(
+    job: ClipJob, video_sha: str, s: PrepareSettings, out: Path, info: dict[str, Any]
+) -> dict[str, Any] | None:
+    """16 kHz mono audio of the heard track as WAV, sample 0 at the clip's time 0 (`info` is the
+    frames stage's, which fixed the clock); keyed by the video and track; None without audio."""
+    name = cache_key({"v": CACHE_VERSION, "sha": video_sha, "track": s.audio_track})
+    rel = Path("audio") / f"{name}.wav"
+    meta_path = out / "cache" / "audio" / f"{name}.json"
+    cached = read_json(meta_path)
+    if cached is not None and (cached.get("path") is None or (out / rel).is_file()):
+        return cached if cached.get("path") else None
+    if "audio" not in info.get("streams", {}):
+        write_json_atomic(meta_path, {"path": None})
+        return None
+    # streamed: a 2 h clip never sits in memory (the WAV's bytes depend on the samples only)
+    damage: list[dict[str, Any]] = []
+    from avstack import media
+
+    origin = media.origin_of(info["streams"])
+    chunks = media.iter_audio(job.path, media.AUDIO_RATE, s.audio_track, origin, damage)
+    n, sha = write_wav_float(out / rel, chunks, media.AUDIO_RATE)
+    meta = {
+        "path": rel.as_posix(),
+        "sha256": sha,
+        "rate": media.AUDIO_RATE,
+        "duration_ms": int(n * 1000 / media.AUDIO_RATE),
+        "damage": damage,
+    }
+    write_json_atomic(meta_path, meta)
+    return meta
+
+
+def asr_settings_of(job: ClipJob, s: PrepareSettings) -> Any:
+    from avstack import asr  # faster-whisper is heavy: import only when ASR is asked for
+
+    return asr.AsrSettings(
+        model=s.asr_model,
+        device=s.asr_device,
+        language=asr.language_setting(s.lang, job.lang, s.asr_model),
+        beam_size=s.asr_beam_size,
+        vad=s.asr_vad,
+        refine=s.asr_refine,
+        threads=s.asr_threads,
+        # resolved here, so the cache key names the model that timed the words
+        aligner=asr.aligner_setting(s.asr_aligner, s.asr_model),
+        fillers=s.asr_fillers,
+    )
+
+
+def asr_cache_path(audio: dict[str, Any], settings: Any, out: Path, mode: str = "single", group: str = "") -> Path:
+    from avstack import asr
+
+    # what the words depend on: the audio, the settings, the code, and what the engine ran on (a
+    # node of another CPU kind computes its own); packed and batched words differ from a clip
+    # transcribed alone, so each mode has its own entry
+    parts = {
+        "v": CACHE_VERSION,
+        "audio": audio["sha256"],
+        "asr": asdict(settings),
+        "impl": asr.ASR_VERSION,
+        "runtime": asr.runtime_of(settings),
+    }
+    if mode != "single":
+        parts |= {"mode": mode, "group": group}
+    return out / "cache" / "asr" / f"{cache_key(parts)}.json"
+
+
+def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path) -> dict[str, Any]:
+    from avstack import asr
+
+    settings = asr_settings_of(job, s)
+    path = asr_cache_path(audio, settings, out)
+    cached = read_json(path)
+    if cached is not None:
+        return cached
+    import soundfile as sf
+
+    samples, _ = sf.read(out / audio["path"], dtype="float32")
+    result = asr.transcribe(samples, settings).to_ecog()
+    write_json_atomic(path, result)
+    return result
+
+
+def base_record(job: ClipJob) -> ClipRecord:
+    return ClipRecord(
+        clip_id=job.clip_id,
+        video=job.video,
+        task_template=job.task_template,
+        lang=job.lang,
+        scene=job.scene,
+        source_asr=job.source_asr,
+        eval_gt=job.eval_gt,
+    )
+
+
+INFO_FIELDS = ("duration_ms", "width", "height", "rotation", "vfr", "fps", "has_audio", "streams")
+
+
+def prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
+    """The manifest record of one clip. Never raises: failures become `error`."""
+    rec = base_record(job)
+    if job.problem:
+        return rec.failed(job.problem)
+    try:
+        sha = sha256_file(job.path)
+        rec = replace(rec, sha256=sha)
+        fr = frames_stage(job, sha, s, out)
+        frames = tuple(FrameRef(**f) for f in fr["frames"])
+        rec = replace(
+            rec,
+            **{k: fr["info"][k] for k in INFO_FIELDS},
+            frames=frames,
+            last_frame=FrameRef(**fr["last_frame"]),
+            decode_path=fr["decode_path"],
+            damage=tuple(fr.get("damage") or ()),
+            cache_hit=fr["cache_hit"],
+        )
+        if job.check is not None and (problem := job.check(rec)):
+            return rec.failed(problem)
+        if "audio" in s.anchors or "asr" in s.anchors:
+            audio = audio_stage(job, sha, s, out, fr["info"])
+            rec = replace(rec, audio=audio, damage=rec.damage + tuple((audio or {}).get("damage") or ()))
+            if "asr" in s.anchors:
+                rec = replace(rec, asr=asr_stage(job, audio, s, out) if audio else no_audio_asr(s))
+    except Exception as exc:  # a bad clip is a recorded failure, never a crashed batch
+        rec = rec.failed(exc)
+    return rec
+
+
+def no_audio_asr(s: PrepareSettings) -> dict[str, Any]:
+    return {"model": s.asr_model, "language": s.lang, "text": "", "words": [], "note": "clip has no audio track"}
+
+
+def crashed_record(job: ClipJob, why: str) -> ClipRecord:
+    """The record of a clip whose worker process kept dying on it."""
+    return base_record(job).failed(f"{job.video}: {why}", kind="WorkerCrash")

@@ -1,0 +1,107 @@
+"""Input stacks as data: which anchors (cues) a request carries.
+
+An ablation is a value here; only the prompt builders read it. Back-ends
+receive finished requests and know nothing about anchors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from avstack.prompting.timefmt import check_ts_format, check_word_format
+
+ALL_ANCHORS = ("frames", "frame_ts", "asr", "word_ts", "video", "audio", "subtitles")
+DROPPABLE = ("frame_ts", "word_ts", "asr", "frames", "subtitles")
+VARIANTS = {
+    "full": frozenset({"frames", "frame_ts", "asr", "word_ts"}),  # the paper's Images+ASR
+    # full plus a dataset's own subtitles with their cue times (videoqa): with --drop asr / subtitles,
+    # "our ASR vs the given subtitles vs none" is one ablation
+    "subtitled": frozenset({"frames", "frame_ts", "asr", "word_ts", "subtitles"}),
+    "video": frozenset({"video"}),  # native Video-Omni: the file with its audio
+    "text": frozenset({"asr", "word_ts"}),  # language-only probe: no visual input
+}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A named set of anchors, e.g. full - frame_ts, and how times are told in it: frame timestamps
+    in `ts_format` (`full@seconds`), word times in `word_ts_format` (`full@words-srt`)."""
+
+    variant: str
+    anchors: frozenset[str]
+    dropped: tuple[str, ...] = ()
+    ts_format: str = "ms"
+    word_ts_format: str = "json"
+
+    @property
+    def name(self) -> str:
+        name = self.variant + "".join(f"-no_{d}" for d in self.dropped)
+        name += f"@{self.ts_format}" if self.ts_format != "ms" else ""
+        return name + (f"@words-{self.word_ts_format}" if self.word_ts_format != "json" else "")
+
+    def has(self, anchor: str) -> bool:
+        return anchor in self.anchors
+
+    def to_meta(self) -> dict[str, object]:
+        """The stack as a run's run.json records it."""
+        return {
+            "stack": self.name,
+            "variant": self.variant,
+            "anchors": sorted(self.anchors),
+            "dropped": list(self.dropped),
+            "ts_format": self.ts_format,
+            "word_ts_format": self.word_ts_format,
+        }
+
+
+def make_stack(
+    variant: str = "full", drop: Iterable[str] = (), ts_format: str = "ms", word_ts_format: str = "json"
+) -> Stack:
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; found {variant!r}")
+    drop = tuple(dict.fromkeys(drop))
+    bad = [d for d in drop if d not in DROPPABLE]
+    if bad:
+        raise ValueError(f"--drop takes {', '.join(DROPPABLE)}; found {', '.join(bad)}")
+    anchors = set(VARIANTS[variant]) - set(drop)
+    if "asr" not in anchors:
+        anchors.discard("word_ts")  # word times live inside the ASR block
+    if "frames" not in anchors:
+        anchors.discard("frame_ts")
+    return Stack(variant, frozenset(anchors), drop, check_ts_format(ts_format), check_word_format(word_ts_format))
+
+
+def parse_stack_name(name: str) -> Stack:
+    """Inverse of Stack.name: 'full-no_frame_ts@seconds' -> full minus frame_ts, times in seconds."""
+    base, *formats = name.split("@")
+    variant, *rest = base.split("-no_")
+    words = next((f.removeprefix("words-") for f in formats if f.startswith("words-")), "json")
+    ts = next((f for f in formats if not f.startswith("words-")), "ms")
+    return make_stack(variant, rest, ts, words)
+
+
+@dataclass(frozen=True)
+class Subset:
+    """One subset of an ablation's cues: the cues kept, the stack run for it (the first with the
+    same anchors), and the stack whose requests it repeats when it is an impossible one."""
+
+    present: frozenset[str]
+    stack: Stack
+    same_as: str | None
+
+
+def subset_stacks(cues: list[str], variant: str = "full") -> list[Subset]:
+    """Every subset of `cues` as a stack, largest first (the variant itself is the baseline). A
+    subset whose stack is impossible (word_ts kept without asr) has the anchors of a smaller,
+    possible one and reuses it: smaller subsets claim their anchors first."""
+    import itertools
+
+    out: list[Subset] = []
+    first: dict[frozenset[str], Stack] = {}
+    for k in range(len(cues) + 1):
+        for kept in itertools.combinations(cues, k):
+            stack = make_stack(variant, [c for c in cues if c not in kept])
+            prior = first.setdefault(stack.anchors, stack)
+            out.append(Subset(frozenset(kept), prior, None if prior is stack else prior.name))
+    return out[::-1]

@@ -1,0 +1,247 @@
+"""The run engine, task-neutral: bounded concurrency, retries, resumable results.
+
+A task turns its items into `WorkItem`s (a finished request each) and a parser; the engine asks
+the back-end, appends every answer to RUN_DIR/predictions.jsonl the moment it arrives, and on a
+rerun keeps each item's final answer and asks again only for items without one (never
+answered, or given up on after transient errors).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from avstack import __version__
+from avstack.io import DataError, JsonlAppender, Progress, read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
+from avstack.prompting.messages import Request
+from avstack.runs.runners import Backend, FatalError, TransientError
+from avstack.runs.secrets import Scrubber
+
+# errors that say nothing about the item: a rerun asks again (legacy runs stored them as answers)
+_NOT_FINAL = re.compile(r"^(transient|.*HTTP (401|403|404)\b)")
+
+
+def is_final(error: Any) -> bool:
+    """Whether a recorded answer with this error stands (a rerun does not ask again)."""
+    return not _NOT_FINAL.match(str(error or ""))
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Engine options only; what a task puts in its requests is the task's own value."""
+
+    concurrency: int = 4
+    retries: int = 5
+    backoff_s: float = 1.0
+    max_backoff_s: float = 60.0
+
+
+def request_key(backend_id: str, req: Request) -> str:
+    body = json.dumps(
+        {"b": backend_id, "r": req.to_neutral(), "meta": req.meta.get("coord_order")},
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+class AnswerCache:
+    """Answers by request content, shared between the stacks of an ablation."""
+
+    def __init__(self, folder: Path | None):
+        self.folder = folder
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if self.folder is None:
+            return None
+        hit = read_json(self.folder / f"{key}.json")
+        ok = isinstance(hit, dict) and {"raw", "usage", "error"} <= set(hit) and is_final(hit["error"])
+        return hit if ok else None
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        if self.folder is not None:
+            write_json_atomic(self.folder / f"{key}.json", value)
+
+
+def ask_with_retries(
+    backend: Backend,
+    req: Request,
+    truth: dict[str, Any],
+    s: RunSettings,
+    sleep: Callable[[float], None] = time.sleep,
+    scrubber: Scrubber | None = None,
+) -> tuple[str | None, dict[str, Any], str | None, int]:
+    """(text, usage, error, attempts), every string scrubbed of secrets before anyone sees it.
+    Transient failures back off exponentially with jitter; a FatalError propagates (scrubbed)."""
+    scrub = (scrubber or Scrubber(backend.secrets())).scrub
+    try:
+        text, usage, error, attempts = _ask(backend, req, truth, s, sleep)
+    except FatalError as exc:
+        raise FatalError(scrub(str(exc))) from None
+    return scrub(text), scrub(usage), scrub(error), attempts
+
+
+def _ask(
+    backend: Backend, req: Request, truth: dict[str, Any], s: RunSettings, sleep: Callable[[float], None]
+) -> tuple[str | None, dict[str, Any], str | None, int]:
+    last = ""
+    for attempt in range(1, s.retries + 2):
+        try:
+            ans = backend.answer(req, truth)
+            return ans.text, ans.usage, None, attempt
+        except FatalError:
+            raise  # wrong for every item: the run stops, nothing is recorded
+        except TransientError as exc:
+            last = str(exc)
+            if attempt > s.retries:
+                break
+            delay = (
+                exc.retry_after
+                if exc.retry_after is not None
+                else min(s.max_backoff_s, s.backoff_s * 2 ** (attempt - 1)) * (0.5 + random.random())
+            )
+            sleep(delay)
+        except Exception as exc:  # a permanent failure for this item only
+            return None, {}, f"{type(exc).__name__}: {exc}", attempt
+    return None, {}, f"transient: gave up after {s.retries + 1} attempts: {last}", s.retries + 1
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One thing to ask: its id, the finished request, what only an oracle may see, and fields
+    copied into its prediction line (e.g. the option labels as shown). A preset `error` (a
+    missing image) is recorded as that item's final answer without asking anyone."""
+
+    id: str
+    request: Request | None
+    truth: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+Parser = Callable[[str, WorkItem], tuple[dict[str, Any], str | None]]
+
+
+def _load_final(path: Path, id_field: str) -> dict[str, dict[str, Any]]:
+    """Final answers already in a predictions file (last line per item wins)."""
+    done: dict[str, dict[str, Any]] = {}
+    if not path.is_file():
+        return done
+    for _, rec in read_jsonl(path):
+        if isinstance(rec, DataError) or not isinstance(rec, dict) or not isinstance(rec.get(id_field), str):
+            continue  # a line cut by a kill, or not ours: that item is asked again
+        if is_final(rec.get("error")):
+            done[rec[id_field]] = rec
+        else:
+            done.pop(rec[id_field], None)
+    return done
+
+
+def _settings_of(backend: Backend) -> dict[str, Any]:
+    get = getattr(backend, "settings", None)
+    return get() if callable(get) else {}
+
+
+def run_items(
+    items: list[WorkItem],
+    backend: Backend,
+    out: str | Path,
+    parse: Parser,
+    meta: dict[str, Any],
+    settings: RunSettings | None = None,
+    id_field: str = "video_name",
+    cache_dir: Path | None = None,
+    backend_id: str | None = None,
+    progress: Progress | None = None,
+) -> Path:
+    """Ask every item without a final answer; returns the predictions file."""
+    s = settings or RunSettings()
+    out = Path(out)
+    pred_path = out / "predictions.jsonl"
+    done = _load_final(pred_path, id_field)
+    # rewrite without superseded or half lines, so the file holds one final line per item
+    write_jsonl_atomic(pred_path, done.values())
+    bid: str = backend_id or str(getattr(backend, "name", "backend"))
+    scrubber = Scrubber(backend.secrets())
+    write_json_atomic(
+        out / "run.json",
+        scrubber.scrub({"avstack_version": __version__, "backend": bid, "backend_settings": _settings_of(backend)})
+        | meta,
+    )
+    todo = [it for it in items if it.id not in done]
+    cache = AnswerCache(cache_dir)
+    writer = JsonlAppender(pred_path)
+
+    def one(item: WorkItem) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        hit = None
+        text: str | None
+        usage: dict[str, Any]
+        error: str | None
+        if item.error is not None or item.request is None:
+            text, usage, error, attempts = None, {}, item.error or "no request", 0
+        else:
+            key = request_key(bid, item.request)
+            hit = cache.get(key)
+            if hit is None:
+                text, usage, error, attempts = ask_with_retries(backend, item.request, item.truth, s, scrubber=scrubber)
+                if is_final(error):
+                    cache.put(key, {"raw": text, "usage": usage, "error": error})
+            else:
+                text, usage, error = scrubber.scrub((hit["raw"], hit["usage"], hit["error"]))
+                attempts = 0
+        pred, perr = parse(text, item) if text is not None else ({}, None)
+        rec = {
+            id_field: item.id,
+            "raw": text,
+            "prediction": pred,
+            "parse_error": perr,
+            "error": error,
+            "latency_s": round(time.perf_counter() - t0, 4),
+            "usage": usage,
+            "attempts": attempts,
+            "cached": hit is not None,
+            "stack": meta.get("stack"),
+        } | item.record
+        writer.append(rec)
+        return rec
+
+    wrap = progress or (lambda it, n: it)
+    stopping = threading.Event()
+
+    def unless_stopping(item: WorkItem) -> dict[str, Any] | None:
+        # set by the worker whose item failed, before it takes another: a worker thread picks the
+        # next queued item as soon as it is free, before the loop below can cancel it (one more
+        # request after a 401 than was in flight)
+        if stopping.is_set():
+            return None
+        try:
+            return one(item)
+        except BaseException:
+            stopping.set()
+            raise
+
+    try:
+        with ThreadPoolExecutor(max(1, s.concurrency)) as pool:
+            futures = [pool.submit(unless_stopping, it) for it in todo]
+            try:
+                for f in wrap(as_completed(futures), len(futures)):
+                    f.result()
+            except BaseException:
+                # a fatal answer (bad key, unknown model), a failed write or Ctrl-C: nothing more is
+                # asked; answers already written stay whole and count on the rerun
+                for f in futures:
+                    f.cancel()
+                raise
+    finally:
+        backend.close()  # e.g. delete a run's uploads
+    return pred_path

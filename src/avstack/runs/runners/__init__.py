@@ -1,0 +1,72 @@
+"""Back-end registry: `--model BACKEND:NAME`. Clients are imported only when used.
+
+The core knows the model back-ends; offline baselines (oracle, chance, deixis) belong to a task,
+which passes them in as `baselines`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from avstack.runs.runners.base import (
+    DEFAULTS,
+    Answer,
+    Backend,
+    BackendBase,
+    FatalError,
+    MissingExtra,
+    TransientError,
+    seeded_rng,
+)
+
+OPENAI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "image_detail", "timeout")
+GEMINI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "timeout")
+HF_OPTIONS = ("temperature", "max_tokens")
+MODEL_BACKENDS = ("openai:MODEL", "gemini:MODEL", "hf:MODEL", "replay:FILE")
+
+
+def _pick(options: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if k in allowed}
+
+
+def make_backend(spec: str, baselines: Mapping[str, Callable[[str], Backend]] | None = None, **options: Any) -> Backend:
+    """`openai:MODEL`, `gemini:MODEL`, `hf:MODEL`, `replay:PATH`, or one of `baselines` (a task's
+    offline baselines by name, each made from the text after the colon)."""
+    kind, _, name = spec.partition(":")
+    if baselines and kind in baselines:
+        return baselines[kind](name)
+    if kind in ("openai", "gemini", "hf") and not name:
+        example = "Qwen/Qwen2.5-VL-3B-Instruct" if kind == "hf" else "MODEL"
+        raise ValueError(f"{kind} needs a model name: --model {kind}:{example}")
+    if kind == "openai":
+        from avstack.runs.runners.openai_compat import OpenAICompat
+
+        return OpenAICompat(name, **_pick(options, OPENAI_OPTIONS))
+    if kind == "replay":
+        from avstack.runs.runners.replay import Replay
+
+        return Replay(name)
+    if kind == "gemini":
+        from avstack.runs.runners.gemini import Gemini
+
+        return Gemini(name, **_pick(options, GEMINI_OPTIONS))
+    if kind == "hf":
+        from avstack.runs.runners.hf import HFLocal
+
+        return HFLocal(name, **_pick(options, HF_OPTIONS))
+    known = [*(baselines or {}), *MODEL_BACKENDS]
+    raise ValueError(f"unknown back-end {kind!r}: use {', '.join(known)}")
+
+
+__all__ = [
+    "DEFAULTS",
+    "Answer",
+    "Backend",
+    "BackendBase",
+    "FatalError",
+    "MissingExtra",
+    "TransientError",
+    "make_backend",
+    "seeded_rng",
+]

@@ -1,0 +1,81 @@
+"""What every model back-end is: a request in, answer text out; and the defaults they share."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from avstack.prompting.messages import Request
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})  # HTTP codes worth retrying
+FATAL_STATUS = frozenset({401, 403, 404})  # bad key, no access, unknown model or wrong URL: stop the run
+
+# The one place back-end defaults live (CLI options, ablate and the constructors read them).
+DEFAULTS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 2048, "timeout": 120.0, "json_mode": True}
+
+
+@dataclass
+class Answer:
+    text: str
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+class TransientError(RuntimeError):
+    """Worth retrying (429, 5xx, timeout, dropped connection); may carry Retry-After seconds."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class FatalError(RuntimeError):
+    """Wrong for every request of the run (bad key, unknown model, wrong URL): the run stops and
+    nothing is recorded as an answer, so a rerun asks again."""
+
+
+class Backend(Protocol):
+    name: str
+
+    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+        """Answer one request. `truth` is the item's ground truth; only an oracle may read it."""
+        ...
+
+    def settings(self) -> dict[str, Any]:
+        """What the run records about this back-end (never a key)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the run held (uploads, connections)."""
+        ...
+
+    def secrets(self) -> list[str]:
+        """Values that must never be stored or printed (the key it was given)."""
+        ...
+
+
+class BackendBase:
+    """Defaults for the Backend protocol's bookkeeping methods."""
+
+    name = "backend"
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        return None
+
+    def secrets(self) -> list[str]:
+        return []
+
+
+def seeded_rng(request: Request, seed: int | str) -> random.Random:
+    """A random stream for an offline baseline, fixed by the seed and the item (its clip id)."""
+    key = f"{seed}:{request.meta.get('clip_id', request.system)}"
+    return random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
+
+
+class MissingExtra(ImportError):
+    def __init__(self, backend: str, extra: str, module: str):
+        super().__init__(f"the {backend!r} back-end needs {module!r}: pip install 'avstack[{extra}]'")

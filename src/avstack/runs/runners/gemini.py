@@ -1,0 +1,155 @@
+"""Gemini through google-genai: frames inline; native video uploaded via the File API.
+
+An upload is waited on until ACTIVE, reused for every request of the run that
+carries the same file, and deleted when the run closes the back-end.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from avstack.prompting.messages import Audio, Image, Request, Text, Video
+from avstack.runs.runners.base import (
+    DEFAULTS,
+    FATAL_STATUS,
+    RETRY_STATUS,
+    Answer,
+    BackendBase,
+    FatalError,
+    MissingExtra,
+    TransientError,
+)
+
+
+def _genai() -> tuple[Any, Any, Any]:
+    try:
+        from google import genai
+        from google.genai import errors, types
+    except ImportError:
+        raise MissingExtra("gemini", "gemini", "google.genai") from None
+    return genai, types, errors
+
+
+class Gemini(BackendBase):
+    name = "gemini"
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        temperature: float = DEFAULTS["temperature"],
+        max_tokens: int = DEFAULTS["max_tokens"],
+        json_mode: bool = DEFAULTS["json_mode"],
+        timeout: float = DEFAULTS["timeout"],
+        poll_s: float = 2.0,
+        max_wait_s: float = 600.0,
+    ):
+        genai, self._types, self._errors = _genai()
+        self.model, self.base_url = model, base_url or os.environ.get("GEMINI_BASE_URL")
+        self.temperature, self.max_tokens, self.json_mode = temperature, max_tokens, json_mode
+        self.poll_s, self.max_wait_s = poll_s, max_wait_s
+        key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+        options: dict[str, Any] = {"timeout": int(timeout * 1000)}
+        if self.base_url:
+            options["base_url"] = self.base_url
+        self._key = key or ""
+        self._client = genai.Client(api_key=key, http_options=self._types.HttpOptions(**options))
+        self._uploads: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:  # never show the key
+        return f"Gemini(model={self.model!r})"
+
+    def secrets(self) -> list[str]:
+        return [self._key] if self._key else []
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "base_url": self.base_url,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "json_mode": self.json_mode,
+        }
+
+    def _upload(self, path: Path) -> Any:
+        """One upload per file per run, waited on until ACTIVE."""
+        key = str(path.resolve())
+        with self._lock:
+            if key in self._uploads:
+                return self._uploads[key]
+            f = self._client.files.upload(file=str(path))
+            waited = 0.0
+            while _state(f) == "PROCESSING":
+                if waited > self.max_wait_s:
+                    raise TransientError(f"{path.name}: upload still PROCESSING after {waited:.0f} s")
+                time.sleep(self.poll_s)
+                waited += self.poll_s
+                f = self._client.files.get(name=f.name)
+            if _state(f) != "ACTIVE":
+                raise RuntimeError(f"{path.name}: upload ended in state {_state(f)}")
+            self._uploads[key] = f
+            return f
+
+    def parts(self, request: Request) -> list[Any]:
+        t = self._types
+        out = []
+        for p in request.parts:
+            if isinstance(p, Text):
+                out.append(t.Part.from_text(text=p.text))
+                continue
+            path = request.path_of(p)
+            if isinstance(p, Video):
+                f = self._upload(path)
+                out.append(t.Part.from_uri(file_uri=f.uri, mime_type=f.mime_type))
+            elif isinstance(p, (Image, Audio)):
+                mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+                out.append(t.Part.from_bytes(data=path.read_bytes(), mime_type=mime))
+        return out
+
+    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+        t = self._types
+        config = t.GenerateContentConfig(
+            system_instruction=request.system or None,
+            temperature=self.temperature,
+            max_output_tokens=self.max_tokens,
+            response_mime_type="application/json" if self.json_mode else None,
+        )
+        contents = [t.Content(role="user", parts=self.parts(request))]
+        try:
+            resp = self._client.models.generate_content(model=self.model, contents=contents, config=config)
+        except self._errors.APIError as exc:
+            if exc.code in RETRY_STATUS:
+                raise TransientError(f"HTTP {exc.code}: {str(exc)[:200]}") from None
+            if exc.code in FATAL_STATUS:
+                raise FatalError(f"HTTP {exc.code} from Gemini: {str(exc)[:200]}") from None
+            raise RuntimeError(f"HTTP {exc.code}: {str(exc)[:200]}") from None
+        except (TimeoutError, ConnectionError, OSError) as exc:
+            raise TransientError(f"{type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # httpx transport errors carry no common base we can import cheaply
+            if type(exc).__module__.startswith("httpx"):
+                raise TransientError(f"{type(exc).__name__}: {exc}") from None
+            raise
+        usage = resp.usage_metadata.model_dump(exclude_none=True) if resp.usage_metadata else {}
+        return Answer(resp.text or "", usage)
+
+    def close(self) -> None:
+        """Delete this run's uploads."""
+        with self._lock:
+            for f in self._uploads.values():
+                try:
+                    self._client.files.delete(name=f.name)
+                except Exception:  # a leftover upload expires by itself after 48 h
+                    pass
+            self._uploads.clear()
+
+
+def _state(f: Any) -> str:
+    state = getattr(f, "state", None)
+    return str(getattr(state, "name", state) or "ACTIVE")

@@ -1,0 +1,146 @@
+"""Any OpenAI-compatible chat-completions server (OpenAI, Azure OpenAI, vLLM, SGLang, Ollama,
+DashScope) through the official `openai` client.
+
+The client's own retries are off: ours (run engine) keep Retry-After, backoff and the
+resumable record. One client per run keeps connections alive across requests. Azure
+endpoints (`*.openai.azure.com`, or `OPENAI_API_VERSION` set) go through `AzureOpenAI`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from avstack.prompting.messages import Request, to_openai
+from avstack.runs.runners.base import (
+    DEFAULTS,
+    FATAL_STATUS,
+    RETRY_STATUS,
+    Answer,
+    BackendBase,
+    FatalError,
+    MissingExtra,
+    TransientError,
+)
+
+NO_KEY = "no-key"  # the client insists on a key; a local server needs none, so the header is left out
+
+
+def _openai() -> Any:
+    try:
+        import openai
+    except ImportError:
+        raise MissingExtra("openai", "openai", "openai") from None
+    return openai
+
+
+class OpenAICompat(BackendBase):
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        temperature: float = DEFAULTS["temperature"],
+        max_tokens: int = DEFAULTS["max_tokens"],
+        json_mode: bool = DEFAULTS["json_mode"],
+        image_detail: str | None = None,
+        timeout: float = DEFAULTS["timeout"],
+        api_version: str | None = None,
+    ):
+        self.model = model
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        self.temperature, self.max_tokens = temperature, max_tokens
+        self.json_mode, self.image_detail, self.timeout = json_mode, image_detail, timeout
+        self.api_version = api_version or os.environ.get("OPENAI_API_VERSION")
+        self._openai = _openai()
+        self._key = key
+        self._client: Any = None  # made on first use, again after close()
+
+    def _make_client(self, key: str) -> Any:
+        openai = self._openai
+        # the client's default pool (keep-alive, up to 1000 connections) serves any concurrency
+        self._no_auth = {} if key else {"extra_headers": {"Authorization": openai.Omit()}}
+        common = {"max_retries": 0, "timeout": self.timeout}
+        if self.api_version or ".openai.azure.com" in self.base_url:
+            return openai.AzureOpenAI(
+                api_key=key or NO_KEY,
+                azure_endpoint=self.base_url,
+                api_version=self.api_version or "2024-10-21",
+                **common,
+            )
+        return openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url, **common)
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAICompat(model={self.model!r}, base_url={self.base_url!r})"
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "base_url": self.base_url,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "json_mode": self.json_mode,
+            "image_detail": self.image_detail,
+        }
+
+    def body(self, request: Request) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_openai(request, "data", self.image_detail),
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        if self.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        return body
+
+    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+        openai = self._openai
+        if self._client is None:
+            self._client = self._make_client(self._key)
+        try:
+            resp = self._client.chat.completions.create(**self.body(request), **self._no_auth)
+        except openai.APIStatusError as exc:
+            detail = _detail(exc)
+            if exc.status_code in RETRY_STATUS:
+                raise TransientError(
+                    f"HTTP {exc.status_code}: {detail}", _retry_after(exc.response.headers.get("retry-after"))
+                ) from None
+            if exc.status_code in FATAL_STATUS:
+                raise FatalError(f"HTTP {exc.status_code} from {self.base_url}: {detail}") from None
+            raise RuntimeError(f"HTTP {exc.status_code}: {detail}") from None
+        except (openai.APIConnectionError, TimeoutError, ConnectionError) as exc:  # timeouts included
+            raise TransientError(f"{type(exc).__name__}: {exc}") from None
+        except (openai.APIResponseValidationError, ValueError) as exc:  # a cut or non-JSON body
+            raise TransientError(f"malformed server response ({type(exc).__name__}): {str(exc)[:120]}") from None
+        try:
+            text = resp.choices[0].message.content
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise TransientError(f"malformed server response ({type(exc).__name__}): {str(resp)[:120]}") from None
+        usage = resp.usage.model_dump(exclude_none=True) if getattr(resp, "usage", None) else {}
+        return Answer(text or "", usage)
+
+    def secrets(self) -> list[str]:
+        return [self._key] if self._key else []
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def _detail(exc: Any) -> str:
+    try:
+        return exc.response.text[:200]
+    except Exception:
+        return str(exc)[:200]
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
