@@ -233,6 +233,14 @@ def ablate(
     questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
     questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
     variant: Annotated[str, typer.Option(help="videoqa: the baseline stack, full or subtitled")] = "full",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only plan: requests, tokens, cost per stack into OUT/plan.json")
+    ] = False,
+    max_cost: Annotated[
+        float | None, typer.Option(help="Refuse to start when the plan may cost more (USD, online prices)")
+    ] = None,
+    detail: Annotated[str, typer.Option(help="OpenAI image detail the plan counts: high or low")] = "high",
+    prices: Annotated[Path | None, typer.Option(help="A price table of your own (JSON, as runs/prices.json)")] = None,
 ) -> None:
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
     from avstack.runs.engine import RunSettings
@@ -263,6 +271,25 @@ def ablate(
         typer.echo(report.summary)
         typer.echo(f"full report: {report.path}")
         return
+    if dry_run or max_cost is not None:
+        from avstack.runs.plan import plan_table
+        from avstack.tasks.ecog.ablate import plan_ablation, stacks_to_run
+
+        formats = [f.strip() for f in ts_format.split(",") if f.strip()]
+        with user_errors():
+            stacks = stacks_to_run(drop, [v for v in variants.split(",") if v], subsets, formats, word_ts_format)
+            plan = plan_ablation(
+                prepared, model, out, stacks, EcogOptions(prompt_dir=prompt), detail, d["max_tokens"], prices
+            )
+        typer.echo(plan_table(plan))
+        usd = plan["total"]["usd_at_most"]
+        if dry_run:
+            typer.echo(f"plan: {out / 'plan.json'} (nothing was sent)")
+            return
+        if usd is None:
+            fail(f"--max-cost: the price of {model} is not known (not in the price table); pass --prices FILE")
+        if usd["online"] > (max_cost or 0.0):
+            fail(f"--max-cost {max_cost:g} USD: the plan may cost up to {usd['online']:.2f} USD; nothing was sent")
     with user_errors():
         report = run_ablate(
             prepared,

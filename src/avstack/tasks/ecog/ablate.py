@@ -21,12 +21,13 @@ from avstack.analysis.tables import Report, markdown_table
 from avstack.io import Progress, atomic_write, write_csv_atomic
 from avstack.prompting.stacks import Stack, Subset, make_stack, subset_stacks
 from avstack.runs.engine import RunSettings
+from avstack.runs.plan import plan_requests, write_plan
 from avstack.runs.runners import make_backend
 from avstack.tasks.ecog.baselines import BASELINES
 from avstack.tasks.ecog.metrics import METRICS
 from avstack.tasks.ecog.prompt import EcogOptions
 from avstack.tasks.ecog.report import Run, item_tables, write_report
-from avstack.tasks.ecog.runs import prompt_record, run, score_and_write
+from avstack.tasks.ecog.runs import prompt_record, requests_for, run, score_and_write
 
 
 def ablation_stacks(
@@ -39,6 +40,41 @@ def ablation_stacks(
     stacks += [make_stack("full", [d], f, word_ts_format) for d in drops for f in formats]
     stacks += [make_stack(v, [], formats[0], word_ts_format) for v in variants if v != "full"]
     return list(dict.fromkeys(stacks))
+
+
+def stacks_to_run(
+    drops: list[str],
+    variants: list[str] | None,
+    subsets: bool,
+    ts_formats: list[str] | None,
+    word_ts_format: str,
+) -> list[Stack]:
+    """The stacks an ablation runs, in order (full first)."""
+    plan = subset_stacks(list(dict.fromkeys(drops))) if subsets else []
+    stacks = (
+        [s.stack for s in plan if s.same_as is None]
+        if subsets
+        else ablation_stacks(drops, variants or [], ts_formats, word_ts_format)
+    )
+    stacks += [make_stack(v) for v in variants or [] if subsets and v != "full"]
+    return list(dict.fromkeys(stacks))
+
+
+def plan_ablation(
+    prepared: str | Path,
+    model: str,
+    out: str | Path,
+    stacks: list[Stack],
+    options: EcogOptions = EcogOptions(),
+    detail: str = "high",
+    max_output_tokens: int = 512,
+    prices_file: Path | None = None,
+) -> dict[str, Any]:
+    """What the ablation would ask and cost (avstack.runs.plan), written to out/plan.json; nothing sent."""
+    requests = {stack.name: [req for _, req in requests_for(Path(prepared), stack, options)[0]] for stack in stacks}
+    plan = plan_requests(requests, model, model, Path(out) / "cache", detail, max_output_tokens, prices_file)
+    write_plan(plan, Path(out))
+    return plan
 
 
 def ablate(
@@ -61,14 +97,9 @@ def ablate(
     out = Path(out)
     backend = make_backend(model, BASELINES, **(backend_options or {}))
     plan = subset_stacks(list(dict.fromkeys(drops))) if subsets else []
-    stacks = (
-        [s.stack for s in plan if s.same_as is None]
-        if subsets
-        else ablation_stacks(drops, variants or [], ts_formats, word_ts_format)
-    )
-    stacks += [make_stack(v) for v in variants or [] if subsets and v != "full"]
+    stacks = stacks_to_run(drops, variants, subsets, ts_formats, word_ts_format)
     runs: dict[Stack, Run] = {}
-    for stack in dict.fromkeys(stacks):
+    for stack in stacks:
         if on_stack:
             on_stack(stack)
         run_dir = out / stack.name  # an existing run folder resumes: nothing answered is asked again

@@ -1,0 +1,170 @@
+"""What a run will cost before it is paid: image tokens by each provider's published rule, text
+tokens, requests the answer cache already holds or that repeat across stacks, and the price from
+an editable table.
+
+Image rules (the providers' documentation, as read on the date in prices.json):
+- OpenAI tiles (gpt-4o, gpt-4.1, o1, o3): `detail="low"` is a flat 85; high scales the image to fit
+  2048 x 2048, then its short side to 768, and counts 512 px tiles: 85 + 170 per tile (1024 x 1024
+  -> 765). gpt-4o-mini counts the same tiles at 2833 + 5667 per tile.
+- OpenAI patches (gpt-4.1-mini, gpt-4.1-nano, o4-mini): 32 px patches, at most 1536 (the image
+  shrunk to fit), times a model multiplier (1.62, 2.46, 1.72).
+- Gemini (2.x): 258 when both sides are at most 384 px, else 258 per 768 x 768 tile.
+- Qwen2.5-VL: the image resized to multiples of 28 px within [min_pixels, max_pixels] (its
+  `smart_resize`), one token per 28 x 28 block.
+- Claude: w * h / 750 after the long side is brought to at most 1568 px and the image to at most
+  about 1600 tokens (1092 x 1092 -> 1590).
+A model with no published rule gets no image estimate, and the plan says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PRICES_FILE = Path(__file__).with_name("prices.json")
+CHARS_PER_TOKEN = 4  # the stated estimate where no tokenizer is installed (English prose, OpenAI's rule of thumb)
+
+OPENAI_TILES = {"gpt-4o-mini": (2833, 5667)}  # (base, per tile); every other tile model: (85, 170)
+OPENAI_PATCHES = {"gpt-4.1-mini": 1.62, "gpt-4.1-nano": 2.46, "o4-mini": 1.72}
+QWEN_MIN_PIXELS, QWEN_MAX_PIXELS = 4 * 28 * 28, 16384 * 28 * 28
+
+
+def openai_tiles(width: int, height: int, detail: str = "high", base: int = 85, per_tile: int = 170) -> int:
+    if detail == "low":
+        return base
+    scale = min(1.0, 2048 / max(width, height))
+    w, h = width * scale, height * scale
+    scale = min(1.0, 768 / min(w, h))
+    w, h = w * scale, h * scale
+    return base + per_tile * math.ceil(w / 512) * math.ceil(h / 512)
+
+
+def openai_patches(width: int, height: int, multiplier: float, cap: int = 1536) -> int:
+    patches = math.ceil(width / 32) * math.ceil(height / 32)
+    if patches > cap:
+        shrink = math.sqrt(cap * 32 * 32 / (width * height))
+        # then fit a whole number of patches across the width, in whole pixels (OpenAI's worked
+        # example: 1800 x 2400 -> 1056 x 1408 -> 33 x 44 = 1452 patches)
+        shrink *= min(1.0, math.floor(width * shrink / 32) / (width * shrink / 32))
+        patches = math.ceil(int(width * shrink) / 32) * math.ceil(int(height * shrink) / 32)
+    return math.ceil(min(patches, cap) * multiplier)
+
+
+def gemini(width: int, height: int) -> int:
+    if width <= 384 and height <= 384:
+        return 258
+    return 258 * math.ceil(width / 768) * math.ceil(height / 768)
+
+
+def qwen25_vl(width: int, height: int, min_pixels: int = QWEN_MIN_PIXELS, max_pixels: int = QWEN_MAX_PIXELS) -> int:
+    factor = 28
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h = math.floor(height / beta / factor) * factor
+        w = math.floor(width / beta / factor) * factor
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h = math.ceil(height * beta / factor) * factor
+        w = math.ceil(width * beta / factor) * factor
+    return (h // factor) * (w // factor)
+
+
+def claude(width: int, height: int, most: int = 1600) -> int:
+    scale = min(1.0, 1568 / max(width, height), math.sqrt(most * 750 / (width * height)))
+    return math.ceil(int(width * scale) * int(height * scale) / 750)
+
+
+def image_rule(model: str) -> str | None:
+    """The rule for a model spec (openai:gpt-4o, gemini:gemini-2.0-flash, a Qwen2.5-VL name, ...)."""
+    name = model.split(":", 1)[-1].lower()
+    if name in OPENAI_PATCHES:
+        return "openai-patches"
+    if name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "o1", "o3")):
+        return "openai-tiles"
+    if "gemini" in name:
+        return "gemini"
+    if "qwen2.5-vl" in name or "qwen2_5_vl" in name:
+        return "qwen2.5-vl"
+    if "claude" in name:
+        return "claude"
+    return None
+
+
+def image_tokens(width: int, height: int, model: str, detail: str = "high") -> int | None:
+    """Tokens one image costs on `model`, or None when no published rule is known for it."""
+    rule, name = image_rule(model), model.split(":", 1)[-1].lower()
+    if rule == "openai-tiles":
+        return openai_tiles(width, height, detail, *OPENAI_TILES.get(name, (85, 170)))
+    if rule == "openai-patches":
+        return openai_patches(width, height, OPENAI_PATCHES[name])
+    return {"gemini": gemini, "qwen2.5-vl": qwen25_vl, "claude": claude}[rule](width, height) if rule else None
+
+
+def text_counter() -> tuple[Any, str]:
+    """(count(text) -> tokens, how): tiktoken's o200k_base where installed, else a stated estimate."""
+    try:
+        import tiktoken
+
+        enc = tiktoken.get_encoding("o200k_base")
+        return (lambda text: len(enc.encode(text))), "tiktoken o200k_base"
+    except Exception:  # noqa: BLE001 - not installed, or its vocabulary cannot be fetched offline
+        return (lambda text: math.ceil(len(text) / CHARS_PER_TOKEN)), f"estimate: characters / {CHARS_PER_TOKEN}"
+
+
+def image_size(path: Path) -> tuple[int, int]:
+    """(width, height) from a JPEG's or PNG's header, without decoding it."""
+    with open(path, "rb") as f:
+        head = f.read(26)
+        if head[:8] == b"\x89PNG\r\n\x1a\n":
+            return struct.unpack(">II", head[16:24])
+        if head[:2] != b"\xff\xd8":
+            raise ValueError(f"{path}: not a JPEG or PNG (first bytes {head[:4]!r})")
+        f.seek(2)
+        while True:
+            marker = f.read(4)
+            if len(marker) < 4 or marker[0] != 0xFF:
+                raise ValueError(f"{path}: no frame header in the JPEG")
+            kind, length = marker[1], struct.unpack(">H", marker[2:])[0]
+            if 0xC0 <= kind <= 0xCF and kind not in (0xC4, 0xC8, 0xCC):
+                height, width = struct.unpack(">xHH", f.read(5))
+                return width, height
+            f.seek(length - 2, 1)
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens; `batch` the share a batch request pays (0.5: half)."""
+
+    input: float
+    output: float
+    batch: float = 0.5
+
+
+def load_prices(path: Path | None = None) -> tuple[dict[str, Price], str]:
+    """The price table (model name -> Price) and the date it was read; the user's file if given."""
+    data = json.loads((path or PRICES_FILE).read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        raise ValueError(f"{path or PRICES_FILE}: expected {{'read_on': DATE, 'models': {{name: {{input, output}}}}}}")
+    table = {}
+    for name, p in data["models"].items():
+        try:
+            table[name] = Price(float(p["input"]), float(p["output"]), float(p.get("batch", 0.5)))
+        except (KeyError, TypeError, ValueError) as exc:
+            where = path or PRICES_FILE
+            raise ValueError(f"{where}: model {name!r}: expected input and output USD per 1M tokens") from exc
+    return table, str(data.get("read_on", "unknown"))
+
+
+def price_of(model: str, prices: dict[str, Price]) -> Price | None:
+    """The table's entry for a model spec: its exact name, else the longest name it starts with."""
+    name = model.split(":", 1)[-1]
+    if name in prices:
+        return prices[name]
+    found = [k for k in prices if name.startswith(k)]
+    return prices[max(found, key=len)] if found else None

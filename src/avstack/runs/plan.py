@@ -1,0 +1,142 @@
+"""The bill before paying it: per stack and in total, the requests, images, image and text
+tokens, what the answer cache already holds or an earlier stack asks too, and the price
+(avstack.runs.cost). Nothing is sent; the requests are the ones the run would send."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from avstack.io import write_json_atomic
+from avstack.prompting.messages import Image, Request, Text, Video
+from avstack.runs.cost import image_rule, image_size, image_tokens, load_prices, price_of, text_counter
+from avstack.runs.engine import AnswerCache, request_key
+
+
+@dataclass
+class StackBill:
+    """One stack's requests; `to_pay` are those neither cached nor asked by an earlier stack."""
+
+    requests: int = 0
+    images: int = 0
+    videos: int = 0
+    image_tokens: int = 0
+    text_tokens: int = 0
+    cached: int = 0
+    repeats: int = 0
+    to_pay_input_tokens: int = 0
+    to_pay_requests: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def bill_request(req: Request, model: str, detail: str, count_text: Any) -> tuple[int, int, int, int]:
+    """(images, videos, image tokens, text tokens) of one request; image tokens 0 where the model
+    has no published rule (the plan says so)."""
+    images = videos = image_toks = 0
+    text = req.system
+    for part in req.parts:
+        if isinstance(part, Image):
+            images += 1
+            w, h = image_size(req.path_of(part))
+            image_toks += image_tokens(w, h, model, detail) or 0
+        elif isinstance(part, Video):
+            videos += 1
+        elif isinstance(part, Text):
+            text += part.text
+    return images, videos, image_toks, count_text(text)
+
+
+def plan_requests(
+    stacks: Mapping[str, Sequence[Request]],
+    model: str,
+    backend_id: str,
+    cache_dir: Path | None = None,
+    detail: str = "high",
+    max_output_tokens: int = 512,
+    prices_file: Path | None = None,
+) -> dict[str, Any]:
+    """The plan of asking `model` every request of every stack, in order (the first stack's
+    requests are paid first; a later stack's identical request comes from the answer cache)."""
+    count_text, text_how = text_counter()
+    prices, read_on = load_prices(prices_file)
+    price = price_of(model, prices)
+    cache = AnswerCache(cache_dir)
+    seen: set[str] = set()
+    bills: dict[str, StackBill] = {}
+    for name, requests in stacks.items():
+        bill = bills[name] = StackBill()
+        for req in requests:
+            images, videos, image_toks, text_toks = bill_request(req, model, detail, count_text)
+            key = request_key(backend_id, req)
+            bill.requests += 1
+            bill.images += images
+            bill.videos += videos
+            bill.image_tokens += image_toks
+            bill.text_tokens += text_toks
+            if cache.get(key) is not None:
+                bill.cached += 1
+            elif key in seen:
+                bill.repeats += 1
+            else:
+                bill.to_pay_requests += 1
+                bill.to_pay_input_tokens += image_toks + text_toks
+            seen.add(key)
+    total_in = sum(b.to_pay_input_tokens for b in bills.values())
+    total_req = sum(b.to_pay_requests for b in bills.values())
+    out_tokens = total_req * max_output_tokens
+    usd = None
+    if price is not None:
+        online = (total_in * price.input + out_tokens * price.output) / 1e6
+        usd = {"online": round(online, 4), "batch": round(online * price.batch, 4)}
+    notes = []
+    if image_rule(model) is None:
+        notes.append(f"{model}: no published image-token rule known; image tokens not counted")
+    if any(b.videos for b in bills.values()):
+        notes.append("video parts are not counted (each provider samples video its own way)")
+    if price is None:
+        notes.append(f"{model}: not in the price table (read {read_on}); pass --prices FILE")
+    return {
+        "model": model,
+        "detail": detail,
+        "image_rule": image_rule(model),
+        "text_tokens": text_how,
+        "prices_read_on": read_on,
+        "price_usd_per_1m": None if price is None else {"input": price.input, "output": price.output},
+        "stacks": {name: vars(b) for name, b in bills.items()},
+        "total": {
+            "requests": sum(b.requests for b in bills.values()),
+            "to_pay_requests": total_req,
+            "cached": sum(b.cached for b in bills.values()),
+            "repeats": sum(b.repeats for b in bills.values()),
+            "input_tokens": total_in,
+            "output_tokens_at_most": out_tokens,
+            "usd_at_most": usd,
+        },
+        "notes": notes,
+    }
+
+
+def write_plan(plan: dict[str, Any], out: Path) -> Path:
+    path = Path(out) / "plan.json"
+    write_json_atomic(path, plan)
+    return path
+
+
+def plan_table(plan: dict[str, Any]) -> str:
+    """The plan as a Markdown table, per stack and in total."""
+    rows = ["| stack | requests | images | image tokens | text tokens | cached | repeats | input tokens to pay |"]
+    rows.append("|---|---|---|---|---|---|---|---|")
+    for name, b in plan["stacks"].items():
+        rows.append(
+            f"| {name} | {b['requests']} | {b['images']} | {b['image_tokens']} | {b['text_tokens']} | "
+            f"{b['cached']} | {b['repeats']} | {b['to_pay_input_tokens']} |"
+        )
+    t = plan["total"]
+    usd = t["usd_at_most"]
+    cost = f"${usd['online']:.2f} online, ${usd['batch']:.2f} batch (at most)" if usd else "price unknown"
+    rows.append(f"| **total** | {t['requests']} | | | | {t['cached']} | {t['repeats']} | {t['input_tokens']} |")
+    lines = [*rows, "", f"{plan['model']}: {cost}; output at most {t['output_tokens_at_most']} tokens; "
+             f"text tokens by {plan['text_tokens']}; prices read {plan['prices_read_on']}"]  # fmt: skip
+    return "\n".join(lines + [f"note: {n}" for n in plan["notes"]]) + "\n"

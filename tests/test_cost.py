@@ -1,0 +1,94 @@
+"""The bill before paying it: image-token rules against the providers' own worked examples, the
+plan of a real ablation (every image of every request counted, repeats and cached answers
+apart), and --max-cost refusing to start."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import cv2
+import numpy as np
+import pytest
+from avstack_cli.app import app
+from typer.testing import CliRunner
+
+from avstack.runs import cost
+from avstack.tasks.ecog.ablate import stacks_to_run
+from avstack.tasks.ecog.runs import requests_for
+
+
+def test_openai_tiles_match_openais_worked_examples():
+    assert cost.openai_tiles(1024, 1024) == 765  # scaled to 768 x 768: 4 tiles
+    assert cost.openai_tiles(2048, 4096) == 1105  # 1024 x 2048, then 768 x 1536: 6 tiles
+    assert cost.openai_tiles(4096, 8192, detail="low") == 85
+    assert cost.image_tokens(1024, 1024, "openai:gpt-4o") == 765
+    assert cost.image_tokens(1024, 1024, "openai:gpt-4o-mini") == 2833 + 4 * 5667
+
+
+def test_openai_patches_match_openais_worked_examples():
+    assert cost.openai_patches(1024, 1024, 1.0) == 1024  # 32 x 32 patches
+    assert cost.openai_patches(1800, 2400, 1.0) == 1452  # shrunk to 1056 x 1408: 33 x 44 patches
+    assert cost.image_tokens(1024, 1024, "openai:gpt-4.1-mini") == math.ceil(1024 * 1.62)
+
+
+def test_gemini_claude_and_qwen_rules_by_hand():
+    assert cost.gemini(384, 384) == 258  # both sides at most 384: one image, 258
+    assert cost.gemini(1920, 1080) == 258 * 3 * 2  # 768 px tiles
+    assert cost.claude(1092, 1092) == 1590  # Anthropic's table: 1092 x 1092 is about 1590 tokens
+    assert cost.claude(200, 200) == 54  # 200 * 200 / 750 = 53.3
+    # Qwen2.5-VL smart_resize: 1920 x 1080 -> 1932 x 1092 (multiples of 28) -> 69 x 39 tokens
+    assert cost.qwen25_vl(1920, 1080) == 69 * 39
+    assert cost.qwen25_vl(20, 20) == 2 * 2  # raised to min_pixels (4 blocks of 28 x 28)
+    assert cost.image_tokens(640, 480, "local:some-unknown-model") is None
+
+
+def test_image_size_reads_jpeg_and_png_headers(tmp_path):
+    img = np.zeros((37, 53, 3), np.uint8)
+    for ext in (".jpg", ".png"):
+        cv2.imwrite(str(tmp_path / f"a{ext}"), img)
+        assert cost.image_size(tmp_path / f"a{ext}") == (53, 37)
+    (tmp_path / "b.jpg").write_bytes(b"not an image")
+    with pytest.raises(ValueError, match="not a JPEG or PNG"):
+        cost.image_size(tmp_path / "b.jpg")
+
+
+def test_dry_run_plans_every_image_and_sends_nothing(prepared, tmp_path):
+    out = tmp_path / "abl"
+    args = ["ablate", str(prepared), "--model", "openai:gpt-4o", "--drop", "word_ts", "--out", str(out), "--dry-run"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    plan = json.loads((out / "plan.json").read_text())
+    assert sorted(p.name for p in out.iterdir()) == ["plan.json"]  # no run folder: nothing was asked
+    # the same requests, counted here independently: every image's size from OpenCV, the tile rule
+    for stack in stacks_to_run(["word_ts"], [], False, ["ms"], "json"):
+        reqs = [req for _, req in requests_for(prepared, stack)[0]]
+        images = [req.path_of(p) for req in reqs for p in req.parts if type(p).__name__ == "Image"]
+        sizes = [cv2.imread(str(p)).shape[:2] for p in images]
+        bill = plan["stacks"][stack.name]
+        assert bill["requests"] == len(reqs) > 0 and bill["images"] == len(images) > 0
+        assert bill["image_tokens"] == sum(cost.openai_tiles(w, h) for h, w in sizes)
+    full, no_words = plan["stacks"]["full"], plan["stacks"]["full-no_word_ts"]
+    # a clip with no words asks the same request without word times: paid once, in full
+    assert no_words["repeats"] == no_words["requests"] - no_words["to_pay_requests"]
+    assert plan["total"]["input_tokens"] == full["to_pay_input_tokens"] + no_words["to_pay_input_tokens"]
+    usd = plan["total"]["usd_at_most"]
+    assert usd["batch"] == pytest.approx(usd["online"] / 2, abs=1e-3)
+
+
+def test_max_cost_refuses_to_start_above_the_plan(prepared, tmp_path):
+    out = tmp_path / "abl"
+    args = ["ablate", str(prepared), "--model", "openai:gpt-4o", "--out", str(out), "--max-cost", "0.01"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code != 0 and "--max-cost 0.01 USD: the plan may cost up to" in res.output
+    assert sorted(p.name for p in out.iterdir()) == ["plan.json"]
+
+
+def test_max_cost_lets_a_run_within_it_go_on(prepared, tmp_path):
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"read_on": "test", "models": {"deixis": {"input": 0.0, "output": 0.0}}}))
+    out = tmp_path / "abl"
+    args = ["ablate", str(prepared), "--model", "deixis", "--out", str(out), "--max-cost", "1", "--prices", str(prices)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert (out / "full" / "predictions.jsonl").exists() and (out / "plan.json").exists()
