@@ -241,6 +241,14 @@ def ablate(
     ] = None,
     detail: Annotated[str, typer.Option(help="OpenAI image detail the plan counts: high or low")] = "high",
     prices: Annotated[Path | None, typer.Option(help="A price table of your own (JSON, as runs/prices.json)")] = None,
+    until: Annotated[
+        str, typer.Option(help="all: every clip; decided: rounds of clips until every contrast is decided")
+    ] = "all",
+    round_size: Annotated[int, typer.Option("--round", help="--until decided: clips per round")] = 50,
+    precision: Annotated[
+        float | None, typer.Option(help="--until decided: also stop when every interval is narrower (0-1)")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="--until decided: the seed of the clip order")] = 0,
 ) -> None:
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
     from avstack.runs.engine import RunSettings
@@ -290,6 +298,27 @@ def ablate(
             fail(f"--max-cost: the price of {model} is not known (not in the price table); pass --prices FILE")
         if usd["online"] > (max_cost or 0.0):
             fail(f"--max-cost {max_cost:g} USD: the plan may cost up to {usd['online']:.2f} USD; nothing was sent")
+    if until not in ("all", "decided"):
+        fail(f"--until: expected all or decided, got {until!r}")
+    if until == "decided":
+        from avstack.tasks.ecog.sequential import sequential_ablate
+
+        with user_errors():
+            report = sequential_ablate(
+                prepared,
+                model,
+                out,
+                drop,
+                RunSettings(concurrency=concurrency),
+                backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
+                EcogOptions(prompt_dir=prompt),
+                round_size,
+                precision=precision,
+                seed=seed,
+            )
+        typer.echo(report.summary)
+        typer.echo(f"full report: {report.path}")
+        return
     with user_errors():
         report = run_ablate(
             prepared,

@@ -92,3 +92,28 @@ def test_max_cost_lets_a_run_within_it_go_on(prepared, tmp_path):
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert (out / "full" / "predictions.jsonl").exists() and (out / "plan.json").exists()
+
+
+def test_until_decided_stops_after_a_round_and_every_stack_holds_the_same_clips(prepared, tmp_path):
+    """The stop mechanics on the sample set: a precision every interval meets stops after the
+    first round; every stack answered exactly that round's clips; the record says what was saved."""
+    from avstack.io import read_jsonl_objects as read_jsonl
+
+    out = tmp_path / "seq"
+    args = ["ablate", str(prepared), "--model", "deixis", "--drop", "word_ts", "--drop", "frame_ts", "--out", str(out)]
+    res = CliRunner().invoke(app, [*args, "--until", "decided", "--round", "2", "--precision", "2.5"])
+    assert res.exit_code == 0, res.output
+    stop = json.loads((out / "sequential.json").read_text())
+    assert stop["decided"] and stop["why"] == "precision reached" and stop["stopped_at_clips"] == 2
+    assert stop["requests_saved"] == (stop["clips"] - 2) * 3 and stop["requests_asked"] == 6
+    asked = [sorted(r["video_name"] for r in read_jsonl(out / s / "predictions.jsonl")) for s in
+             ("full", "full-no_word_ts", "full-no_frame_ts")]  # fmt: skip
+    assert asked[0] == asked[1] == asked[2] and len(asked[0]) == 2
+    assert "## Sequential stop" in (out / "report.md").read_text()
+    # asked again without the early stop, the same folders resume: nothing answered is asked twice
+    res = CliRunner().invoke(app, [*args, "--until", "decided", "--round", "2"])
+    assert res.exit_code == 0, res.output
+    stop = json.loads((out / "sequential.json").read_text())
+    assert stop["stopped_at_clips"] == stop["clips"] and stop["why"] == "clips ran out"
+    rows = list(read_jsonl(out / "full" / "predictions.jsonl"))
+    assert len(rows) == len({r["video_name"] for r in rows}) == stop["clips"]

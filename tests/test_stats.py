@@ -193,3 +193,67 @@ def test_egogap_per_item_and_paired_deltas(tmp_path):
     chance = json.loads((runs[1] / "score.json").read_text())["groups"]["overall"]["accuracy"]
     assert float(row["delta"]) == pytest.approx(100 * (chance - 1.0), abs=1e-4)
     assert "Deltas vs `oracle default-image`" in (tmp_path / "rep" / "report.md").read_text()
+
+
+# --- sequential ablation: anytime-valid confidence sequences (avstack.analysis.sequential) ---
+
+
+def _prpl_eb_by_the_paper(x: list[float], alpha: float) -> list[tuple[float, float]]:
+    """Waudby-Smith & Ramdas (2024) eq. 15 written out term by term on [0, 1] data, no running
+    intersection: an independent check of the vectorized implementation."""
+    import math
+
+    out = []
+    for t in range(1, len(x) + 1):
+        mu = [(0.5 + sum(x[:i])) / (i + 1) for i in range(0, t + 1)]  # mu[i] = mu-hat_i
+        sig2 = [(0.25 + sum((x[j] - mu[j + 1]) ** 2 for j in range(i))) / (i + 1) for i in range(0, t + 1)]
+        lam = [min(math.sqrt(2 * math.log(2 / alpha) / (sig2[i - 1] * i * math.log(1 + i))), 0.5) for i in range(1, t + 1)]
+        v = [4 * (x[i - 1] - mu[i - 1]) ** 2 for i in range(1, t + 1)]
+        psi = [(-math.log(1 - lm) - lm) / 4 for lm in lam]
+        center = sum(lm * xi for lm, xi in zip(lam, x)) / sum(lam)
+        radius = (math.log(2 / alpha) + sum(vi * p for vi, p in zip(v, psi))) / sum(lam)
+        out.append((center - radius, center + radius))
+    return out
+
+
+def test_the_confidence_sequence_is_the_papers():
+    from avstack.analysis.sequential import bounds
+
+    rng = np.random.default_rng(3)
+    d = rng.choice([-1.0, 0.0, 1.0], size=60, p=[0.15, 0.55, 0.3])
+    low, high = bounds(d, 0.05)
+    ref = _prpl_eb_by_the_paper(list((d + 1) / 2), 0.05)
+    lo_run = np.maximum.accumulate([max(0.0, a) for a, _ in ref])
+    hi_run = np.minimum.accumulate([min(1.0, b) for _, b in ref])
+    np.testing.assert_allclose(low[0], 2 * lo_run - 1, atol=1e-12)
+    np.testing.assert_allclose(high[0], 2 * hi_run - 1, atol=1e-12)
+
+
+def test_looking_after_every_clip_keeps_the_error_under_alpha():
+    """Simulation: 2,000 sequences of 300 paired clips with a true mean difference of 0.1; the
+    interval must miss the mean at ANY clip count in at most alpha of them (binomial slack)."""
+    from avstack.analysis.sequential import bounds
+
+    rng = np.random.default_rng(11)
+    d = rng.choice([-1.0, 0.0, 1.0], size=(2000, 300), p=[0.15, 0.6, 0.25])
+    low, high = bounds(d, 0.05)
+    ever_missed = ((low > 0.1) | (high < 0.1)).any(axis=1).mean()
+    assert ever_missed <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 2000)
+    # and it narrows as clips come in (about as 1/sqrt(n), up to a log factor)
+    width = (high - low).mean(axis=0)
+    assert width[299] < width[74] < width[19] and width[299] < 0.3
+
+
+def test_decide_stops_early_on_a_clear_effect_and_runs_out_on_none():
+    from avstack.analysis.sequential import decide
+
+    rng = np.random.default_rng(5)
+    strong = [rng.choice([-1.0, 0.0, 1.0], size=811, p=[0.03, 0.75, 0.22]) for _ in range(2)]
+    d = decide(strong, round_size=50)
+    assert d.decided and d.why == "every interval excludes zero" and d.stopped_at < 811 / 2
+    assert d.stopped_at % 50 == 0 and all(i.low > 0 for i in d.intervals)
+    none = [rng.choice([-1.0, 0.0, 1.0], size=811, p=[0.1, 0.8, 0.1]) for _ in range(2)]
+    d = decide(none, round_size=50)
+    assert not d.decided and d.stopped_at == 811 and d.why == "clips ran out"
+    d = decide(none, round_size=50, precision=0.3)
+    assert d.decided and d.why == "precision reached" and all(i.width < 0.3 for i in d.intervals)

@@ -107,8 +107,10 @@ def run(
     cache_dir: Path | None = None,
     backend_id: str | None = None,
     progress: Progress | None = None,
+    only: set[str] | None = None,
 ) -> Path:
-    """Answer every usable EcoG clip of a prepared folder; returns the predictions file."""
+    """Answer every usable EcoG clip of a prepared folder (or those in `only`, by clip id; a later
+    call with more resumes the same folder); returns the predictions file."""
     prepared = Path(prepared)
     meta = {
         "task": "ecog",
@@ -120,6 +122,8 @@ def run(
         "prompt": prompt_record(options),
     }
     pairs, problems = requests_for(prepared, stack, options)
+    if only is not None:
+        pairs, problems = [p for p in pairs if p[0].clip_id in only], [p for p in problems if p[0].clip_id in only]
     items = [WorkItem(r.clip_id, q, truth_of(r)) for r, q in pairs]
     items += [WorkItem(r.clip_id, None, truth_of(r), error=f"input: {why}") for r, why in problems]
 
@@ -129,15 +133,17 @@ def run(
     return run_items(items, backend, out, parse, meta, settings, "video_name", cache_dir, backend_id, progress)
 
 
-def score_and_write(run_dir: str | Path, prepared: str | Path | None = None) -> tuple[str, EcogResult, dict[str, Any]]:
-    """Score a run folder once against its prepared folder (recorded in run.json unless given);
-    writes score.json; returns (label, result, score JSON)."""
+def score_and_write(
+    run_dir: str | Path, prepared: str | Path | None = None, only: set[str] | None = None
+) -> tuple[str, EcogResult, dict[str, Any]]:
+    """Score a run folder once against its prepared folder (recorded in run.json unless given),
+    over every usable clip or those in `only`; writes score.json; returns (label, result, score JSON)."""
     run_dir = Path(run_dir)
     meta = read_json_file(run_dir / "run.json", dict)
     prepared = prepared if prepared is not None else meta.get("prepared")
     if not isinstance(prepared, (str, Path)):
         raise ValueError(f"{run_dir / 'run.json'}: no 'prepared' folder recorded")
-    clips = [gt_of(r) for r in load_manifest(prepared) if usable(r)]
+    clips = [gt_of(r) for r in load_manifest(prepared) if usable(r) and (only is None or r.clip_id in only)]
     result = score(clips, read_predictions(run_dir / "predictions.jsonl"))
     js = result.to_json()
     write_json_atomic(run_dir / "score.json", js)

@@ -1,0 +1,105 @@
+"""Stopping an ablation when its answer is in: anytime-valid confidence sequences for the mean
+paired difference of two stacks, clip by clip.
+
+A per-clip score lies in [0, 1], so a paired difference d = a - b lies in [-1, 1]; mapped to
+x = (d + 1) / 2 in [0, 1], the mean is bounded and the predictable plug-in empirical-Bernstein
+confidence sequence (Waudby-Smith and Ramdas, "Estimating means of bounded random variables by
+betting", JRSS-B 2024, eq. 15) covers it at every clip count at once with probability at least
+1 - alpha. Looking after every round (and stopping when the interval excludes zero or is narrow
+enough) therefore does not inflate the error, as a fixed-n interval looked at repeatedly would.
+Several contrasts at once share alpha (Bonferroni: alpha / k each).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+LAMBDA_CAP = 0.5  # the largest bet: keeps log(1 - lambda) finite and the sequence stable early on
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The confidence sequence after n paired clips, on the difference scale [-1, 1]."""
+
+    n: int
+    low: float
+    high: float
+
+    @property
+    def width(self) -> float:
+        return self.high - self.low
+
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+
+def bounds(diffs: np.ndarray, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) of the running confidence sequence for the mean of each row of `diffs` (shape
+    (n,) or (runs, n), values in [-1, 1]), after each prefix; the running intersection is taken,
+    which keeps the simultaneous coverage."""
+    d = np.atleast_2d(np.clip(np.asarray(diffs, dtype=float), -1.0, 1.0))
+    x = (d + 1.0) / 2.0
+    runs, n = x.shape
+    log_term = math.log(2.0 / alpha)
+    mean_prev, var_prev = np.full(runs, 0.5), np.full(runs, 0.25)  # the plug-ins before any clip
+    sum_x, sum_sq = np.zeros(runs), np.zeros(runs)
+    num, den, penalty = np.zeros(runs), np.zeros(runs), np.zeros(runs)
+    low, high = np.zeros((runs, n)), np.ones((runs, n))
+    lo, hi = np.zeros(runs), np.ones(runs)
+    for t in range(1, n + 1):
+        xi = x[:, t - 1]
+        lam = np.minimum(np.sqrt(2.0 * log_term / (var_prev * t * math.log(1.0 + t))), LAMBDA_CAP)
+        num += lam * xi
+        den += lam
+        # v_i psi_E(lambda_i) with v_i = 4 (x_i - mean_{i-1})^2, psi_E(l) = (-log(1 - l) - l) / 4
+        penalty += (xi - mean_prev) ** 2 * (-np.log1p(-lam) - lam)
+        center, radius = num / den, (log_term + penalty) / den
+        lo, hi = np.maximum(lo, center - radius), np.minimum(hi, center + radius)
+        low[:, t - 1], high[:, t - 1] = lo, hi
+        sum_x += xi
+        mean_prev = (0.5 + sum_x) / (t + 1)
+        sum_sq += (xi - mean_prev) ** 2  # against the mean that includes x_t (eq. 15's sigma-hat)
+        var_prev = (0.25 + sum_sq) / (t + 1)
+    return 2.0 * low - 1.0, 2.0 * high - 1.0
+
+
+def confidence_sequence(diffs: Sequence[float], alpha: float = 0.05) -> list[Interval]:
+    """The running intervals for the mean of `diffs` (each in [-1, 1]), one per prefix; each holds
+    the mean with probability >= 1 - alpha simultaneously over all prefixes."""
+    low, high = bounds(np.asarray(diffs, dtype=float), alpha)
+    return [Interval(t + 1, float(a), float(b)) for t, (a, b) in enumerate(zip(low[0], high[0]))]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where a sequential comparison stopped, and why."""
+
+    stopped_at: int  # paired clips used
+    of: int  # clips available
+    decided: bool
+    why: str
+    intervals: tuple[Interval, ...]  # per contrast, at the stop
+
+
+def decide(
+    contrasts: Sequence[Sequence[float]],
+    round_size: int,
+    alpha: float = 0.05,
+    precision: float | None = None,
+) -> Decision:
+    """Walk the clips in rounds of `round_size` (the diffs in the order they were asked) and stop
+    after the first round where every contrast's interval excludes zero or is narrower than
+    `precision`; alpha is shared among the contrasts."""
+    n = min(len(c) for c in contrasts)
+    each = alpha / max(1, len(contrasts))
+    seqs = [confidence_sequence(list(c)[:n], each) for c in contrasts]
+    for end in [*range(round_size, n, round_size), n]:
+        now = tuple(s[end - 1] for s in seqs)
+        if all(i.excludes_zero() or (precision is not None and i.width < precision) for i in now):
+            why = "every interval excludes zero" if all(i.excludes_zero() for i in now) else "precision reached"
+            return Decision(end, n, True, why, now)
+    return Decision(n, n, False, "clips ran out", tuple(s[-1] for s in seqs))

@@ -1,0 +1,132 @@
+"""`ablate --until decided`: ask the clips in a seeded random order, in rounds, and stop when every
+contrast (full against each stack without a cue) is decided by its anytime-valid confidence
+sequence (avstack.analysis.sequential), or is narrower than the precision asked. Every stack's
+run folder holds the same clips at every stop, so the report pairs them as any ablation's."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from avstack.analysis.sequential import Decision, decide
+from avstack.analysis.tables import Report
+from avstack.io import Progress, atomic_write, write_json_atomic
+from avstack.prompting.stacks import make_stack
+from avstack.runs.engine import RunSettings
+from avstack.runs.runners import make_backend
+from avstack.tasks.ecog.baselines import BASELINES
+from avstack.tasks.ecog.prompt import EcogOptions
+from avstack.tasks.ecog.report import write_report
+from avstack.tasks.ecog.runs import prompt_record, requests_for, run, score_and_write
+
+
+def clip_order(prepared: Path, options: EcogOptions, seed: int) -> list[str]:
+    """The usable clips in the order they are asked: sorted, then shuffled by `seed`."""
+    ids = sorted(r.clip_id for r, _ in requests_for(prepared, make_stack("full"), options)[0])
+    random.Random(seed).shuffle(ids)
+    return ids
+
+
+def sequential_ablate(
+    prepared: str | Path,
+    model: str,
+    out: str | Path,
+    drops: list[str],
+    settings: RunSettings | None = None,
+    backend_options: Mapping[str, Any] | None = None,
+    options: EcogOptions = EcogOptions(),
+    round_size: int = 50,
+    alpha: float = 0.05,
+    precision: float | None = None,
+    seed: int = 0,
+    metric: str = "acc_t",
+    progress: Progress | None = None,
+) -> Report:
+    """Rounds of `round_size` clips into out/<stack>/ until decided; out/sequential.json and the
+    report say where it stopped, why and what it saved."""
+    prepared, out = Path(prepared), Path(out)
+    if not drops:
+        raise ValueError("--until decided needs at least one --drop: there is no contrast to decide")
+    backend = make_backend(model, BASELINES, **(backend_options or {}))
+    stacks = [make_stack("full"), *(make_stack("full", [d]) for d in dict.fromkeys(drops))]
+    order = clip_order(prepared, options, seed)
+    asked: list[str] = []
+    decision: Decision | None = None
+    while len(asked) < len(order):
+        asked = order[: len(asked) + round_size]
+        for stack in stacks:
+            run(
+                prepared,
+                backend,
+                stack,
+                out / stack.name,
+                settings,
+                options,
+                out / "cache",
+                model,
+                progress,
+                set(asked),
+            )
+        scores = [score_and_write(out / s.name, prepared, set(asked))[1].per_item() for s in stacks]
+        diffs = [[scores[0][c][metric] - other[c][metric] for c in asked] for other in scores[1:]]
+        decision = decide(diffs, round_size, alpha, precision)
+        if decision.decided:
+            break
+    assert decision is not None
+    runs = [score_and_write(out / s.name, prepared, set(asked)) for s in stacks]
+    sha = prompt_record(options)["sha256"]
+    report = write_report(runs, out, None, {r[0]: sha for r in runs})
+    stop = _stop_record(decision, [s.name for s in stacks], len(stacks), round_size, alpha, precision, seed, metric)
+    write_json_atomic(out / "sequential.json", stop)
+    section = _stop_section(stop)
+    atomic_write(report.path, (report.text + section).encode())
+    return Report(report.summary + section, report.text + section, report.path)
+
+
+def _stop_record(
+    d: Decision,
+    names: list[str],
+    n_stacks: int,
+    round_size: int,
+    alpha: float,
+    precision: float | None,
+    seed: int,
+    metric: str,
+) -> dict[str, Any]:
+    return {
+        "stopped_at_clips": d.stopped_at,
+        "clips": d.of,
+        "decided": d.decided,
+        "why": d.why,
+        "requests_saved": (d.of - d.stopped_at) * n_stacks,
+        "requests_asked": d.stopped_at * n_stacks,
+        "metric": metric,
+        "alpha": alpha,
+        "precision": precision,
+        "round": round_size,
+        "seed": seed,
+        "contrasts": {
+            f"{names[0]} - {name}": {"low": round(i.low, 4), "high": round(i.high, 4)}
+            for name, i in zip(names[1:], d.intervals)
+        },
+    }
+
+
+def _stop_section(stop: dict[str, Any]) -> str:
+    lines = [
+        "",
+        "## Sequential stop",
+        "",
+        f"Stopped after {stop['stopped_at_clips']} of {stop['clips']} clips ({stop['why']}); "
+        f"{stop['requests_saved']} of {stop['requests_saved'] + stop['requests_asked']} requests saved. "
+        f"Anytime-valid {100 * (1 - stop['alpha']):.0f}% confidence sequences of the paired {stop['metric']} "
+        f"difference (alpha shared by the contrasts; rounds of {stop['round']}, clip order seed {stop['seed']}):",
+        "",
+        "| contrast | low | high |",
+        "|---|---|---|",
+        *(f"| {k} | {v['low']:+.3f} | {v['high']:+.3f} |" for k, v in stop["contrasts"].items()),
+        "",
+    ]
+    return "\n".join(lines)
