@@ -207,7 +207,8 @@ def _prpl_eb_by_the_paper(x: list[float], alpha: float) -> list[tuple[float, flo
     for t in range(1, len(x) + 1):
         mu = [(0.5 + sum(x[:i])) / (i + 1) for i in range(0, t + 1)]  # mu[i] = mu-hat_i
         sig2 = [(0.25 + sum((x[j] - mu[j + 1]) ** 2 for j in range(i))) / (i + 1) for i in range(0, t + 1)]
-        lam = [min(math.sqrt(2 * math.log(2 / alpha) / (sig2[i - 1] * i * math.log(1 + i))), 0.5) for i in range(1, t + 1)]
+        bet = 2 * math.log(2 / alpha)
+        lam = [min(math.sqrt(bet / (sig2[i - 1] * i * math.log(1 + i))), 0.5) for i in range(1, t + 1)]
         v = [4 * (x[i - 1] - mu[i - 1]) ** 2 for i in range(1, t + 1)]
         psi = [(-math.log(1 - lm) - lm) / 4 for lm in lam]
         center = sum(lm * xi for lm, xi in zip(lam, x)) / sum(lam)
