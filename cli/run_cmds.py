@@ -256,6 +256,9 @@ def ablate(
     from avstack.tasks.ecog.prompt import EcogOptions
 
     d = defaults()
+    budget = None
+    if task == "videoqa" and (dry_run or max_cost is not None or until != "all"):
+        fail("--dry-run, --max-cost and --until are for --task ecog so far (issue #36)")
     if task == "videoqa":
         from avstack.tasks.videoqa.ablate import ablate as qa_ablate
 
@@ -269,7 +272,7 @@ def ablate(
                 out,
                 drop,
                 variant,
-                RunSettings(concurrency=concurrency),
+                RunSettings(concurrency=concurrency, budget=budget),
                 backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
                 questions_format,
                 prompt,
@@ -298,6 +301,11 @@ def ablate(
             fail(f"--max-cost: the price of {model} is not known (not in the price table); pass --prices FILE")
         if usd["online"] > (max_cost or 0.0):
             fail(f"--max-cost {max_cost:g} USD: the plan may cost up to {usd['online']:.2f} USD; nothing was sent")
+    budget = None
+    if max_cost is not None:
+        from avstack.runs.cost import Budget, Price
+
+        budget = Budget(max_cost, Price(**plan["price_usd_per_1m"]))  # and stop when the usage reaches it
     if until not in ("all", "decided"):
         fail(f"--until: expected all or decided, got {until!r}")
     if until == "decided":
@@ -309,7 +317,7 @@ def ablate(
                 model,
                 out,
                 drop,
-                RunSettings(concurrency=concurrency),
+                RunSettings(concurrency=concurrency, budget=budget),
                 backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
                 EcogOptions(prompt_dir=prompt),
                 round_size,
@@ -326,7 +334,7 @@ def ablate(
             out,
             drop,
             [v for v in variants.split(",") if v],
-            RunSettings(concurrency=concurrency),
+            RunSettings(concurrency=concurrency, budget=budget),
             backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
             options=EcogOptions(prompt_dir=prompt),
             subsets=subsets,

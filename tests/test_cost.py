@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+from http.server import ThreadingHTTPServer
 
 import cv2
 import numpy as np
 import pytest
 from avstack_cli.app import app
+from fake_http import JsonHandler
 from typer.testing import CliRunner
 
 from avstack.runs import cost
@@ -117,3 +120,43 @@ def test_until_decided_stops_after_a_round_and_every_stack_holds_the_same_clips(
     assert stop["stopped_at_clips"] == stop["clips"] and stop["why"] == "clips ran out"
     rows = list(read_jsonl(out / "full" / "predictions.jsonl"))
     assert len(rows) == len({r["video_name"] for r in rows}) == stop["clips"]
+
+
+class UsageServer(JsonHandler):
+    """Chat completions that answer nothing useful and report a large usage per request."""
+
+    calls: list = []
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.calls.append(1)
+        usage = {"prompt_tokens": 100_000, "completion_tokens": 0}
+        self.send_json(200, {"choices": [{"message": {"role": "assistant", "content": "{}"}}], "usage": usage})
+
+
+def test_max_cost_stops_on_the_servers_reported_usage_and_a_rerun_goes_on(prepared, tmp_path):
+    """Each answer costs 0.10 USD by the server's usage (100,000 input tokens at 1 USD per 1M): with
+    --max-cost 0.25 the third answer reaches it and nothing more is asked; a rerun with room
+    asks only what is missing (the two requests full-no_word_ts shares with full come from the cache)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), UsageServer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    UsageServer.calls = []
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"read_on": "test", "models": {"m": {"input": 1.0, "output": 0.0}}}))
+    out = tmp_path / "abl"
+    url = f"http://127.0.0.1:{httpd.server_port}/v1"
+    args = ["ablate", str(prepared), "--model", "openai:m", "--base-url", url, "--out", str(out), "--drop", "word_ts"]
+    args += ["--prices", str(prices), "--concurrency", "1"]
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("OPENAI_API_KEY", "sk-test")
+            res = CliRunner().invoke(app, [*args, "--max-cost", "0.25"])
+            assert res.exit_code == 2 and "--max-cost 0.25 USD reached" in res.output, res.output
+            assert len(UsageServer.calls) == 3
+            assert len((out / "full" / "predictions.jsonl").read_text().splitlines()) == 3
+            res = CliRunner().invoke(app, [*args, "--max-cost", "5"])
+            assert res.exit_code == 0, res.output
+    finally:
+        httpd.shutdown()
+    plan = json.loads((out / "plan.json").read_text())  # the rerun's plan: the 3 answers are cached
+    assert plan["total"]["cached"] >= 3 and len(UsageServer.calls) == 3 + plan["total"]["to_pay_requests"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,3 +169,48 @@ def price_of(model: str, prices: dict[str, Price]) -> Price | None:
         return prices[name]
     found = [k for k in prices if name.startswith(k)]
     return prices[max(found, key=len)] if found else None
+
+
+def usage_tokens(usage: Any) -> tuple[int, int]:
+    """(input, output) tokens of a server's usage report, in any of the shapes providers use
+    (OpenAI's prompt/completion_tokens, Anthropic's and OpenAI Responses' input/output_tokens,
+    Gemini's prompt_token_count/candidates_token_count); (0, 0) when it says nothing usable."""
+    if not isinstance(usage, dict):
+        return 0, 0
+
+    def first(*keys: str) -> int:
+        for k in keys:
+            v = usage.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
+                return int(v)
+        return 0
+
+    return (
+        first("prompt_tokens", "input_tokens", "prompt_token_count"),
+        first("completion_tokens", "output_tokens", "candidates_token_count"),
+    )
+
+
+class BudgetReached(ValueError):
+    """The servers' reported usage reached --max-cost: the run stopped cleanly (resumable)."""
+
+
+class Budget:
+    """A spending limit shared by every run of a job (the stacks of an ablation), charged from
+    the usage each server reports for a request actually sent (cached answers cost nothing)."""
+
+    def __init__(self, limit_usd: float, price: Price):
+        self.limit_usd, self.price = limit_usd, price
+        self.spent_usd = 0.0
+        self._lock = threading.Lock()
+
+    def charge(self, usage: Any) -> bool:
+        """Add one answer's reported usage; True once the limit is reached."""
+        tokens_in, tokens_out = usage_tokens(usage)
+        with self._lock:
+            self.spent_usd += (tokens_in * self.price.input + tokens_out * self.price.output) / 1e6
+            return self.spent_usd >= self.limit_usd
+
+    def reached(self) -> bool:
+        with self._lock:
+            return self.spent_usd >= self.limit_usd

@@ -23,6 +23,7 @@ from typing import Any
 from avstack import __version__
 from avstack.io import DataError, JsonlAppender, Progress, read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 from avstack.prompting.messages import Request
+from avstack.runs.cost import Budget, BudgetReached
 from avstack.runs.runners import Backend, FatalError, TransientError
 from avstack.runs.secrets import Scrubber
 
@@ -43,6 +44,8 @@ class RunSettings:
     retries: int = 5
     backoff_s: float = 1.0
     max_backoff_s: float = 60.0
+    # --max-cost: charged from the servers' usage; once reached no new request starts (resumable)
+    budget: Budget | None = field(default=None, compare=False)
 
 
 def request_key(backend_id: str, req: Request) -> str:
@@ -178,6 +181,9 @@ def run_items(
         | meta,
     )
     todo = [it for it in items if it.id not in done]
+    if s.budget is not None and s.budget.reached():
+        todo = []  # an earlier stack of this job spent the budget
+    stopping = threading.Event()
     cache = AnswerCache(cache_dir)
     writer = JsonlAppender(pred_path)
 
@@ -196,6 +202,8 @@ def run_items(
                 text, usage, error, attempts = ask_with_retries(backend, item.request, item.truth, s, scrubber=scrubber)
                 if is_final(error):
                     cache.put(key, {"raw": text, "usage": usage, "error": error})
+                if s.budget is not None and s.budget.charge(usage):
+                    stopping.set()  # the answer in hand is kept; no new request starts
             else:
                 text, usage, error = scrubber.scrub((hit["raw"], hit["usage"], hit["error"]))
                 attempts = 0
@@ -216,7 +224,6 @@ def run_items(
         return rec
 
     wrap = progress or (lambda it, n: it)
-    stopping = threading.Event()
 
     def unless_stopping(item: WorkItem) -> dict[str, Any] | None:
         # set by the worker whose item failed, before it takes another: a worker thread picks the
@@ -244,4 +251,10 @@ def run_items(
                 raise
     finally:
         backend.close()  # e.g. delete a run's uploads
+    if s.budget is not None and s.budget.reached():
+        b = s.budget
+        raise BudgetReached(
+            f"--max-cost {b.limit_usd:g} USD reached: the servers reported {b.spent_usd:.4f} USD of usage; "
+            f"the answers so far are kept in {out}, and a rerun with a higher --max-cost goes on from there"
+        )
     return pred_path
