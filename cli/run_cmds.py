@@ -162,6 +162,10 @@ def run_cmd(
     max_side: Annotated[int, typer.Option(help="EgoGap downscale variant: longest side in px")] = 512,
     concurrency: Annotated[int, typer.Option(help="Requests in flight")] = 4,
     retries: Annotated[int, typer.Option(help="Retries on 429/5xx/timeouts")] = 5,
+    batch: Annotated[
+        bool, typer.Option("--batch", help="Send through the provider's batch API (about half the price; resumable)")
+    ] = False,
+    batch_poll: Annotated[float, typer.Option(help="--batch: seconds between polls")] = 30.0,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server (or OPENAI_BASE_URL)")] = None,
     temperature: Annotated[float, typer.Option()] = defaults()["temperature"],
     max_tokens: Annotated[int, typer.Option()] = defaults()["max_tokens"],
@@ -198,7 +202,7 @@ def run_cmd(
         job = RunJob(
             model,
             out,
-            RunSettings(concurrency=concurrency, retries=retries),
+            RunSettings(concurrency=concurrency, retries=retries, batch_poll_s=batch_poll if batch else None),
             backend_options(base_url, temperature, max_tokens, timeout),
             args,
             progress,
@@ -249,6 +253,10 @@ def ablate(
         float | None, typer.Option(help="--until decided: also stop when every interval is narrower (0-1)")
     ] = None,
     seed: Annotated[int, typer.Option(help="--until decided: the seed of the clip order")] = 0,
+    batch: Annotated[
+        bool, typer.Option("--batch", help="Send through the provider's batch API (about half the price; resumable)")
+    ] = False,
+    batch_poll: Annotated[float, typer.Option(help="--batch: seconds between polls")] = 30.0,
 ) -> None:
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
     from avstack.runs.engine import RunSettings
@@ -272,7 +280,7 @@ def ablate(
                 out,
                 drop,
                 variant,
-                RunSettings(concurrency=concurrency, budget=budget),
+                RunSettings(concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None),
                 backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
                 questions_format,
                 prompt,
@@ -317,7 +325,7 @@ def ablate(
                 model,
                 out,
                 drop,
-                RunSettings(concurrency=concurrency, budget=budget),
+                RunSettings(concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None),
                 backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
                 EcogOptions(prompt_dir=prompt),
                 round_size,
@@ -334,7 +342,7 @@ def ablate(
             out,
             drop,
             [v for v in variants.split(",") if v],
-            RunSettings(concurrency=concurrency, budget=budget),
+            RunSettings(concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None),
             backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
             options=EcogOptions(prompt_dir=prompt),
             subsets=subsets,

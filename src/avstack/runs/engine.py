@@ -46,6 +46,8 @@ class RunSettings:
     max_backoff_s: float = 60.0
     # --max-cost: charged from the servers' usage; once reached no new request starts (resumable)
     budget: Budget | None = field(default=None, compare=False)
+    # --batch: seconds between polls of the provider's batch API; None asks one request at a time
+    batch_poll_s: float | None = None
 
 
 def request_key(backend_id: str, req: Request) -> str:
@@ -154,6 +156,23 @@ def _settings_of(backend: Backend) -> dict[str, Any]:
     return get() if callable(get) else {}
 
 
+def _batch_answers(
+    backend: Backend, bid: str, todo: list[WorkItem], cache: AnswerCache, out: Path, s: RunSettings, scrub: Scrubber
+) -> dict[str, dict[str, Any]]:
+    """With --batch: the answers of the requests not yet answered nor cached, from the provider's
+    batch API (avstack.runs.batch); what it leaves unanswered is asked online as usual."""
+    if s.batch_poll_s is None:
+        return {}
+    make = getattr(backend, "batch_client", None)
+    if make is None:
+        raise ValueError(f"--batch: the back-end {bid!r} has no batch mode (OpenAI-compatible servers have)")
+    from avstack.runs.batch import answer_in_batches
+
+    pending = [(request_key(bid, it.request), it.request) for it in todo if it.request is not None and it.error is None]
+    pending = [(k, r) for k, r in pending if cache.get(k) is None]
+    return answer_in_batches(make(), pending, out, s.batch_poll_s, scrub=scrub.scrub) if pending else {}
+
+
 def run_items(
     items: list[WorkItem],
     backend: Backend,
@@ -185,6 +204,7 @@ def run_items(
         todo = []  # an earlier stack of this job spent the budget
     stopping = threading.Event()
     cache = AnswerCache(cache_dir)
+    batched = _batch_answers(backend, bid, todo, cache, out, s, scrubber)
     writer = JsonlAppender(pred_path)
 
     def one(item: WorkItem) -> dict[str, Any]:
@@ -198,7 +218,13 @@ def run_items(
         else:
             key = request_key(bid, item.request)
             hit = cache.get(key)
-            if hit is None:
+            if hit is None and key in batched:  # answered in a batch: recorded as the online path does
+                text, usage, error = scrubber.scrub((batched[key]["raw"], batched[key]["usage"], None))
+                attempts = 0
+                cache.put(key, {"raw": text, "usage": usage, "error": error})
+                if s.budget is not None and s.budget.charge(usage):
+                    stopping.set()
+            elif hit is None:
                 text, usage, error, attempts = ask_with_retries(backend, item.request, item.truth, s, scrubber=scrubber)
                 if is_final(error):
                     cache.put(key, {"raw": text, "usage": usage, "error": error})

@@ -123,6 +123,14 @@ class OpenAICompat(BackendBase):
         usage = resp.usage.model_dump(exclude_none=True) if getattr(resp, "usage", None) else {}
         return Answer(text or "", usage)
 
+    def batch_client(self) -> Any:
+        """The official client and the request bodies, for the Batch API (avstack.runs.batch)."""
+        from avstack.runs.batch import BatchClient
+
+        if self._client is None:
+            self._client = self._make_client(self._key)
+        return BatchClient(self._client, self.body)
+
     def secrets(self) -> list[str]:
         return [self._key] if self._key else []
 
