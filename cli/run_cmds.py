@@ -265,6 +265,7 @@ def ablate(
 
     d = defaults()
     budget = None
+    plan = None
     if task == "videoqa" and (dry_run or max_cost is not None or until != "all"):
         fail("--dry-run, --max-cost and --until are for --task ecog so far (issue #36)")
     if task == "videoqa":
@@ -310,7 +311,7 @@ def ablate(
         if usd["online"] > (max_cost or 0.0):
             fail(f"--max-cost {max_cost:g} USD: the plan may cost up to {usd['online']:.2f} USD; nothing was sent")
     budget = None
-    if max_cost is not None:
+    if max_cost is not None and plan is not None:
         from avstack.runs.cost import Budget, Price
 
         budget = Budget(max_cost, Price(**plan["price_usd_per_1m"]))  # and stop when the usage reaches it
@@ -349,6 +350,7 @@ def ablate(
             cluster=cluster,
             ts_formats=[f.strip() for f in ts_format.split(",") if f.strip()],
             word_ts_format=word_ts_format,
+            bill=plan,
         )
     typer.echo(report.summary)
     typer.echo(f"full report: {report.path}")

@@ -160,3 +160,8 @@ def test_max_cost_stops_on_the_servers_reported_usage_and_a_rerun_goes_on(prepar
         httpd.shutdown()
     plan = json.loads((out / "plan.json").read_text())  # the rerun's plan: the 3 answers are cached
     assert plan["total"]["cached"] >= 3 and len(UsageServer.calls) == 3 + plan["total"]["to_pay_requests"]
+    # the report puts the plan beside the usage the server reported (100,000 input tokens an answer)
+    section = (out / "report.md").read_text().split("## Plan and usage")[1]
+    row = next(r for r in section.splitlines() if r.startswith("| full |"))
+    sent, reported = int(row.split("|")[3]), int(row.split("|")[5])
+    assert sent > 0 and reported == 100_000 * sent

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from avstack.io import write_json_atomic
+from avstack.io import read_jsonl_objects, write_json_atomic
 from avstack.prompting.messages import Image, Request, Text, Video
-from avstack.runs.cost import image_rule, image_size, image_tokens, load_prices, price_of, text_counter
+from avstack.runs.cost import image_rule, image_size, image_tokens, load_prices, price_of, text_counter, usage_tokens
 from avstack.runs.engine import AnswerCache, request_key
 
 
@@ -140,3 +140,24 @@ def plan_table(plan: dict[str, Any]) -> str:
     lines = [*rows, "", f"{plan['model']}: {cost}; output at most {t['output_tokens_at_most']} tokens; "
              f"text tokens by {plan['text_tokens']}; prices read {plan['prices_read_on']}"]  # fmt: skip
     return "\n".join(lines + [f"note: {n}" for n in plan["notes"]]) + "\n"
+
+
+def usage_section(plan: dict[str, Any], predictions: Mapping[str, Path]) -> str:
+    """The plan beside what the servers reported, per stack (answers actually sent; cached ones
+    cost nothing): a check on the estimate, and the bill as the providers count it."""
+    head = "| stack | requests planned to pay | sent | input tokens planned | input tokens reported |"
+    rows = [head + " output tokens reported |"]
+    rows.append("|---|---|---|---|---|---|")
+    for name, path in predictions.items():
+        bill = plan["stacks"].get(name)
+        if bill is None or not Path(path).exists():
+            continue
+        sent = [r for r in read_jsonl_objects(path, "prediction") if not r.get("cached") and r.get("raw") is not None]
+        used = [usage_tokens(r.get("usage")) for r in sent]
+        rows.append(
+            f"| {name} | {bill['to_pay_requests']} | {len(sent)} | {bill['to_pay_input_tokens']} | "
+            f"{sum(u[0] for u in used)} | {sum(u[1] for u in used)} |"
+        )
+    rule = plan["image_rule"] or "none known"
+    note = f"Planned with {plan['model']}'s image rule ({rule}), text by {plan['text_tokens']}."
+    return "\n".join(["", "## Plan and usage", "", note, "", *rows, ""])

@@ -21,7 +21,7 @@ from avstack.analysis.tables import Report, markdown_table
 from avstack.io import Progress, atomic_write, write_csv_atomic
 from avstack.prompting.stacks import Stack, Subset, make_stack, subset_stacks
 from avstack.runs.engine import RunSettings
-from avstack.runs.plan import plan_requests, write_plan
+from avstack.runs.plan import plan_requests, usage_section, write_plan
 from avstack.runs.runners import make_backend
 from avstack.tasks.ecog.baselines import BASELINES
 from avstack.tasks.ecog.metrics import METRICS
@@ -92,12 +92,15 @@ def ablate(
     cluster: str | None = None,
     ts_formats: list[str] | None = None,
     word_ts_format: str = "json",
+    bill: dict[str, Any] | None = None,
 ) -> Report:
-    """Run every stack into out/<stack>/, sharing cached answers; write out/report.md."""
+    """Run every stack into out/<stack>/, sharing cached answers; write out/report.md with the
+    plan (`bill`, planned here when not given) beside the usage the servers reported."""
     out = Path(out)
     backend = make_backend(model, BASELINES, **(backend_options or {}))
     plan = subset_stacks(list(dict.fromkeys(drops))) if subsets else []
     stacks = stacks_to_run(drops, variants, subsets, ts_formats, word_ts_format)
+    bill = bill or plan_ablation(prepared, model, out, stacks, options)
     runs: dict[Stack, Run] = {}
     for stack in stacks:
         if on_stack:
@@ -107,12 +110,12 @@ def ablate(
         runs[stack] = score_and_write(run_dir, prepared)
     sha = prompt_record(options)["sha256"]
     report = write_report(list(runs.values()), out, cluster, {r[0]: sha for r in runs.values()})
-    if not subsets:
-        return report
-    section = cue_section(list(dict.fromkeys(drops)), plan, runs, out)
-    text = report.text + "\n".join(section)
+    section = cue_section(list(dict.fromkeys(drops)), plan, runs, out) if subsets else []
+    usage = usage_section(bill, {s.name: out / s.name / "predictions.jsonl" for s in stacks})
+    text = report.text + "\n".join(section) + usage
     atomic_write(report.path, text.encode())
-    return Report(report.summary + "\n".join(section) + "\n", text, report.path)
+    summary = report.summary + ("\n".join(section) + "\n" if section else "")
+    return Report(summary, text, report.path)
 
 
 def cue_section(cues: list[str], plan: list[Subset], runs: Mapping[Stack, Run], out: Path) -> list[str]:
