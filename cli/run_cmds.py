@@ -166,6 +166,9 @@ def run_cmd(
         bool, typer.Option("--batch", help="Send through the provider's batch API (about half the price; resumable)")
     ] = False,
     batch_poll: Annotated[float, typer.Option(help="--batch: seconds between polls")] = 30.0,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="ecog: only plan (requests, tokens, cost) into OUT/plan.json")
+    ] = False,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server (or OPENAI_BASE_URL)")] = None,
     temperature: Annotated[float, typer.Option()] = defaults()["temperature"],
     max_tokens: Annotated[int, typer.Option()] = defaults()["max_tokens"],
@@ -179,6 +182,23 @@ def run_cmd(
     """Run a model over prepared clips (ecog, videoqa) or bundles (egogap); resumable; then score."""
     from avstack.runs.engine import RunSettings
     from avstack.tasks import RunJob, get_task
+
+    if dry_run:
+        if task != "ecog" or prepared is None:
+            fail("--dry-run plans ecog runs of a prepared folder so far (issue #36)")
+        from avstack.prompting.stacks import make_stack
+        from avstack.runs.plan import plan_table
+        from avstack.tasks.ecog.ablate import plan_ablation
+        from avstack.tasks.ecog.prompt import EcogOptions
+
+        with user_errors():
+            stack = make_stack(variant, drop, ts_format, word_ts_format)
+            plan = plan_ablation(
+                prepared, model, out, [stack], EcogOptions(prompt_dir=prompt), max_output_tokens=max_tokens
+            )
+        typer.echo(plan_table(plan))
+        typer.echo(f"plan: {out / 'plan.json'} (nothing was sent)")
+        return
 
     args = {
         "prepared": prepared,

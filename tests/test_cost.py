@@ -165,3 +165,15 @@ def test_max_cost_stops_on_the_servers_reported_usage_and_a_rerun_goes_on(prepar
     row = next(r for r in section.splitlines() if r.startswith("| full |"))
     sent, reported = int(row.split("|")[3]), int(row.split("|")[5])
     assert sent > 0 and reported == 100_000 * sent
+
+
+def test_run_dry_run_plans_one_stack(prepared, tmp_path):
+    out = tmp_path / "run"
+    res = CliRunner().invoke(
+        app, ["run", str(prepared), "--model", "gemini:gemini-2.0-flash", "--out", str(out), "--dry-run"]
+    )
+    assert res.exit_code == 0, res.output
+    plan = json.loads((out / "plan.json").read_text())
+    assert list(plan["stacks"]) == ["full"] and plan["image_rule"] == "gemini"
+    assert plan["stacks"]["full"]["image_tokens"] == 258 * plan["stacks"]["full"]["images"]  # frames under 768 px
+    assert sorted(p.name for p in out.iterdir()) == ["plan.json"]
