@@ -4,31 +4,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any
 
 import av
 import numpy as np
 
-from avstack.media.probe import AUDIO_RATE, MediaError, ms, pick_audio
+from avstack.media.probe import AUDIO_RATE, ms, open_media, pick_audio
 
 
 def has_audio(path: str | os.PathLike[str]) -> bool:
-    with _open_any(path) as container:
+    with open_media(path) as container:
         return bool(container.streams.audio)
-
-
-@contextmanager
-def _open_any(path: str | os.PathLike[str]) -> Iterator[av.container.InputContainer]:
-    try:
-        container = av.open(str(path))
-    except (av.FFmpegError, OSError) as exc:
-        raise MediaError(f"{path}: cannot open ({exc})") from exc
-    try:
-        yield container
-    finally:
-        container.close()
 
 
 def iter_audio(
@@ -43,7 +30,7 @@ def iter_audio(
     that starts later is preceded by silence, a gap in its timestamps is filled with silence and
     an overlap trimmed (as a player does), and a packet the decoder rejects is silence, its span
     appended to `damage`. Nothing is held beyond one chunk; no chunk when there is no audio."""
-    with _open_any(path) as container:
+    with open_media(path) as container:
         stream = pick_audio(container, track)
         if stream is None:
             return

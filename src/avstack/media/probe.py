@@ -78,17 +78,25 @@ def ms(t: Fraction) -> int:
 
 
 @contextmanager
-def open_video(path: str | os.PathLike[str]) -> Iterator[av.container.InputContainer]:
+def open_media(path: str | os.PathLike[str]) -> Iterator[av.container.InputContainer]:
+    """A container of any kind, closed after use; a file PyAV cannot open is a MediaError."""
     try:
         container = av.open(str(path))
     except (av.FFmpegError, OSError) as exc:
         raise MediaError(f"{path}: cannot open ({exc})") from exc
     try:
-        if not container.streams.video:
-            raise MediaError(f"{path}: no video stream")
         yield container
     finally:
         container.close()
+
+
+@contextmanager
+def open_video(path: str | os.PathLike[str]) -> Iterator[av.container.InputContainer]:
+    """A container that has a video stream (else a MediaError)."""
+    with open_media(path) as container:
+        if not container.streams.video:
+            raise MediaError(f"{path}: no video stream")
+        yield container
 
 
 @dataclass(frozen=True)
