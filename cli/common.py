@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
@@ -130,3 +131,23 @@ prompts_app = typer.Typer(no_args_is_help=True, help="Prompt templates: check a 
 
 
 app.add_typer(prompts_app, name="prompts")
+
+
+def bill_first(plan: dict[str, Any], out: Path, dry_run: bool, max_cost: float | None) -> Any:
+    """Print the plan; end the command there for --dry-run; refuse to start above --max-cost;
+    the Budget that stops the run once the servers' reported usage reaches it (None: no limit)."""
+    from avstack.runs.cost import Budget, Price
+    from avstack.runs.plan import plan_table
+
+    typer.echo(plan_table(plan))
+    if dry_run:
+        typer.echo(f"plan: {out / 'plan.json'} (nothing was sent)")
+        raise typer.Exit()
+    if max_cost is None:
+        return None
+    usd = plan["total"]["usd_at_most"]
+    if usd is None:
+        fail(f"--max-cost: the price of {plan['model']} is not known (not in the price table); pass --prices FILE")
+    if usd["online"] > max_cost:
+        fail(f"--max-cost {max_cost:g} USD: the plan may cost up to {usd['online']:.2f} USD; nothing was sent")
+    return Budget(max_cost, Price(**plan["price_usd_per_1m"]))

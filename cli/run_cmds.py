@@ -18,6 +18,7 @@ from .common import (
     WORDS_HELP,
     app,
     backend_options,
+    bill_first,
     defaults,
     fail,
     print_outcome,
@@ -187,18 +188,15 @@ def run_cmd(
         if task != "ecog" or prepared is None:
             fail("--dry-run plans ecog runs of a prepared folder so far (issue #36)")
         from avstack.prompting.stacks import make_stack
-        from avstack.runs.plan import plan_table
         from avstack.tasks.ecog.ablate import plan_ablation
         from avstack.tasks.ecog.prompt import EcogOptions
 
         with user_errors():
             stack = make_stack(variant, drop, ts_format, word_ts_format)
-            plan = plan_ablation(
-                prepared, model, out, [stack], EcogOptions(prompt_dir=prompt), max_output_tokens=max_tokens
+            ecog = EcogOptions(prompt_dir=prompt)
+            bill_first(
+                plan_ablation(prepared, model, out, [stack], ecog, max_output_tokens=max_tokens), out, True, None
             )
-        typer.echo(plan_table(plan))
-        typer.echo(f"plan: {out / 'plan.json'} (nothing was sent)")
-        return
 
     args = {
         "prepared": prepared,
@@ -284,15 +282,22 @@ def ablate(
     from avstack.tasks.ecog.prompt import EcogOptions
 
     d = defaults()
-    budget = None
-    plan = None
-    if task == "videoqa" and (dry_run or max_cost is not None or until != "all"):
-        fail("--dry-run, --max-cost and --until are for --task ecog so far (issue #36)")
+    budget, plan = None, None
+    if task == "videoqa" and until != "all":
+        fail("--until decided is for --task ecog so far (issue #36)")
     if task == "videoqa":
         from avstack.tasks.videoqa.ablate import ablate as qa_ablate
+        from avstack.tasks.videoqa.ablate import plan_qa_ablation, qa_stacks
 
         if questions is None:
             fail("--task videoqa needs --questions FILE")
+        if dry_run or max_cost is not None:
+            with user_errors():
+                stacks = qa_stacks(variant, drop, subsets, ts_format.split(",")[0])
+                plan = plan_qa_ablation(
+                    prepared, questions, model, out, stacks, questions_format, prompt, detail, d["max_tokens"], prices
+                )
+            budget = bill_first(plan, out, dry_run, max_cost)
         with user_errors():
             report = qa_ablate(
                 prepared,
@@ -312,7 +317,6 @@ def ablate(
         typer.echo(f"full report: {report.path}")
         return
     if dry_run or max_cost is not None:
-        from avstack.runs.plan import plan_table
         from avstack.tasks.ecog.ablate import plan_ablation, stacks_to_run
 
         formats = [f.strip() for f in ts_format.split(",") if f.strip()]
@@ -321,20 +325,7 @@ def ablate(
             plan = plan_ablation(
                 prepared, model, out, stacks, EcogOptions(prompt_dir=prompt), detail, d["max_tokens"], prices
             )
-        typer.echo(plan_table(plan))
-        usd = plan["total"]["usd_at_most"]
-        if dry_run:
-            typer.echo(f"plan: {out / 'plan.json'} (nothing was sent)")
-            return
-        if usd is None:
-            fail(f"--max-cost: the price of {model} is not known (not in the price table); pass --prices FILE")
-        if usd["online"] > (max_cost or 0.0):
-            fail(f"--max-cost {max_cost:g} USD: the plan may cost up to {usd['online']:.2f} USD; nothing was sent")
-    budget = None
-    if max_cost is not None and plan is not None:
-        from avstack.runs.cost import Budget, Price
-
-        budget = Budget(max_cost, Price(**plan["price_usd_per_1m"]))  # and stop when the usage reaches it
+        budget = bill_first(plan, out, dry_run, max_cost)
     if until not in ("all", "decided"):
         fail(f"--until: expected all or decided, got {until!r}")
     if until == "decided":

@@ -206,3 +206,63 @@ def test_failed_and_expired_lines_are_asked_online(prepared, server, tmp_path):
     answered_in_batch = online_calls // 2 - 1  # half the lines reached before it expired, one of them failed
     assert len(BatchServer.chat_calls) - online_calls == online_calls - answered_in_batch
     assert _predictions(tmp_path / "batch") == _predictions(tmp_path / "online")
+
+
+# --------------------------------------------------------------------------- Gemini's batch mode
+
+
+def _gemini_answer(contents: list) -> dict:
+    digest = hashlib.sha256(json.dumps(contents, sort_keys=True).encode()).hexdigest()[:12]
+    return {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": f"answer {digest}"}]}}],
+        "usageMetadata": {"promptTokenCount": 11, "candidatesTokenCount": 3, "totalTokenCount": 14},
+    }
+
+
+class GeminiBatchServer(JsonHandler):
+    jobs: dict = {}
+    online: list = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if ":generateContent" in self.path:
+            self.online.append(1)
+            return self.send_json(200, _gemini_answer(body["contents"]))
+        if ":batchGenerateContent" in self.path:
+            name = f"batches/b{len(self.jobs) + 1}"
+            self.jobs[name] = body["batch"]["inputConfig"]["requests"]["requests"]
+            return self.send_json(200, {"name": name, "metadata": {"state": "BATCH_STATE_PENDING"}})
+        self.send_json(404, {"error": {"code": 404, "message": self.path}})
+
+    def do_GET(self):
+        name = "batches/" + self.path.split("batches/", 1)[1].split("?")[0]
+        responses = [
+            {"response": _gemini_answer(item["request"]["contents"]), "metadata": item.get("metadata")}
+            for item in self.jobs[name]
+        ]
+        output = {"inlinedResponses": {"inlinedResponses": responses}}
+        self.send_json(200, {"name": name, "metadata": {"state": "BATCH_STATE_SUCCEEDED", "output": output}})
+
+
+def test_gemini_batch_mode_gives_the_online_predictions(prepared, tmp_path):
+    pytest.importorskip("google.genai", reason="the gemini back-end needs avstack[gemini]")
+    GeminiBatchServer.jobs, GeminiBatchServer.online = {}, []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), GeminiBatchServer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_port}"
+    env = {**os.environ, "GEMINI_API_KEY": "gm-test-key-0123456789"}
+    code = "from avstack_cli.app import main; main()"
+
+    def run(out, *extra):
+        args = ["run", str(prepared), "--model", "gemini:gemini-x", "--base-url", url, "--out", str(out), *extra]
+        res = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+
+    try:
+        run(tmp_path / "online")
+        online = len(GeminiBatchServer.online)
+        run(tmp_path / "batch", "--batch", "--batch-poll", "0.05")
+    finally:
+        httpd.shutdown()
+    assert len(GeminiBatchServer.jobs) == 1 and len(GeminiBatchServer.online) == online > 0  # none asked online
+    assert _predictions(tmp_path / "batch") == _predictions(tmp_path / "online")

@@ -594,3 +594,22 @@ def test_own_prompts_and_the_report_command(prepared_own, data, tmp_path):
     assert "oracle full" in summary and "chance full" in summary
     rows = (tmp_path / "rep" / "delta.csv").read_text()
     assert "r@0.5" in rows and "correct" in rows and (tmp_path / "rep" / "delta.png").is_file()
+
+
+def test_a_videoqa_ablation_plans_first_and_refuses_above_max_cost(prepared_own, data, tmp_path):
+    """The plan of a videoqa ablation counts every question's request under each stack, and
+    --max-cost refuses to start above it (nothing asked: no run folder)."""
+    out = tmp_path / "qa"
+    args = ["ablate", str(prepared_own), "--task", "videoqa", "--questions", str(data[1]), "--drop", "frame_ts"]
+    args += ["--model", "openai:gpt-4o", "--out", str(out)]
+    _invoke(*args, "--dry-run")
+    plan = json.loads((out / "plan.json").read_text())
+    n_questions = len(data[1].read_text().splitlines())
+    assert {s: b["requests"] for s, b in plan["stacks"].items()} == {
+        "full": n_questions,
+        "full-no_frame_ts": n_questions,
+    }
+    assert plan["stacks"]["full"]["images"] > 0 and plan["total"]["usd_at_most"]["online"] > 0
+    res = CliRunner().invoke(app, [*args, "--max-cost", "0.0001"])
+    assert res.exit_code == 2 and "the plan may cost up to" in res.output
+    assert sorted(p.name for p in out.iterdir()) == ["plan.json"]

@@ -1,5 +1,5 @@
-"""`--batch`: the requests of a run sent through a provider's batch API (OpenAI's Batch API:
-about half the price, answers within 24 h) instead of one by one.
+"""`--batch`: the requests of a run sent through a provider's batch API (OpenAI's Batch API,
+Gemini's batch mode: about half the price, answers within 24 h) instead of one by one.
 
 The run's unanswered requests become JSONL lines (custom_id: the request's content key), cut into
 files within the API's limits, uploaded (Files API, purpose "batch") and submitted; each batch's
@@ -27,25 +27,89 @@ STATE = "batches.json"
 
 
 def chunks(
-    lines: Sequence[tuple[str, bytes]], max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
-) -> list[list[tuple[str, bytes]]]:
-    """(key, JSONL line) pairs cut into files of at most max_lines lines and max_bytes bytes."""
-    out: list[list[tuple[str, bytes]]] = [[]]
-    size = 0
-    for key, line in lines:
-        if out[-1] and (len(out[-1]) >= max_lines or size + len(line) > max_bytes):
+    lines: Sequence[tuple[str, Any]],
+    max_lines: int = MAX_LINES,
+    max_bytes: int = MAX_BYTES,
+    size: Callable[[Any], int] = len,
+) -> list[list[tuple[str, Any]]]:
+    """(key, item) pairs cut into parts of at most max_lines items and max_bytes bytes (an item's
+    bytes by `size`: a JSONL line's length, or an inlined request's estimate)."""
+    out: list[list[tuple[str, Any]]] = [[]]
+    total = 0
+    for key, item in lines:
+        n = size(item)
+        if out[-1] and (len(out[-1]) >= max_lines or total + n > max_bytes):
             out.append([])
-            size = 0
-        out[-1].append((key, line))
-        size += len(line)
+            total = 0
+        out[-1].append((key, item))
+        total += n
     return [c for c in out if c]
 
 
 class BatchClient:
-    """What the protocol needs of a back-end: its official client and each request's body."""
+    """OpenAI's protocol: JSONL lines uploaded through the Files API, one batch per file."""
+
+    terminal = TERMINAL
 
     def __init__(self, client: Any, body: Callable[[Request], dict[str, Any]], endpoint: str = "/v1/chat/completions"):
         self.client, self.body, self.endpoint = client, body, endpoint
+
+    def parts(self, pending: Sequence[tuple[str, Request]]) -> list[list[tuple[str, Any]]]:
+        return chunks([(k, _line(self, k, r)) for k, r in pending])
+
+    def submit(self, part: list[tuple[str, Any]]) -> tuple[str, str, str]:
+        """(batch id, input file id, status) of one submitted file of lines."""
+        upload = self.client.files.create(
+            file=("avstack-batch.jsonl", b"".join(line for _, line in part)), purpose="batch"
+        )
+        batch = self.client.batches.create(input_file_id=upload.id, endpoint=self.endpoint, completion_window="24h")
+        return batch.id, upload.id, batch.status
+
+    def poll(self, batch_id: str) -> tuple[str, dict[str, dict[str, Any]] | None]:
+        """(status, the answered lines once the batch has ended, else None)."""
+        batch = self.client.batches.retrieve(batch_id)
+        if batch.status not in TERMINAL:
+            return batch.status, None
+        file_id = getattr(batch, "output_file_id", None)
+        return batch.status, _answers(self.client.files.content(file_id).read()) if file_id else {}
+
+
+GEMINI_TERMINAL = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED")
+GEMINI_INLINE_BYTES = 18 * 1024 * 1024  # inlined requests under the API's 20 MB per batch
+
+
+class GeminiBatchClient:
+    """Gemini's batch mode through google-genai: the requests inlined (each tagged with its key
+    in metadata), cut under the 20 MB an inlined batch may hold."""
+
+    terminal = GEMINI_TERMINAL
+
+    def __init__(
+        self, client: Any, model: str, inlined: Callable[[Request], dict[str, Any]], size: Callable[[Request], int]
+    ):
+        self.client, self.model, self.inlined, self.size = client, model, inlined, size
+
+    def parts(self, pending: Sequence[tuple[str, Request]]) -> list[list[tuple[str, Any]]]:
+        return chunks(list(pending), max_bytes=GEMINI_INLINE_BYTES, size=self.size)
+
+    def submit(self, part: list[tuple[str, Any]]) -> tuple[str, str, str]:
+        src = [{**self.inlined(r), "metadata": {"key": k}} for k, r in part]
+        job = self.client.batches.create(model=self.model, src=src)
+        return job.name, "", str(job.state)
+
+    def poll(self, batch_id: str) -> tuple[str, dict[str, dict[str, Any]] | None]:
+        job = self.client.batches.get(name=batch_id)
+        state = str(getattr(job.state, "value", job.state))
+        if state not in GEMINI_TERMINAL:
+            return state, None
+        out = {}
+        for item in getattr(job.dest, "inlined_responses", None) or []:
+            key = (item.metadata or {}).get("key")
+            if key is None or item.error is not None or item.response is None:
+                continue
+            usage = item.response.usage_metadata
+            out[key] = {"raw": item.response.text or "", "usage": usage.model_dump(exclude_none=True) if usage else {}}
+        return state, out
 
 
 def _load_state(folder: Path) -> dict[str, Any]:
@@ -56,7 +120,7 @@ def _load_state(folder: Path) -> dict[str, Any]:
 
 
 def answer_in_batches(
-    bc: BatchClient,
+    bc: BatchClient | GeminiBatchClient,
     pending: Sequence[tuple[str, Request]],
     folder: Path,
     poll_s: float = 30.0,
@@ -68,47 +132,38 @@ def answer_in_batches(
     `scrub` (the run's secret scrubber) is applied to every answer before it is stored."""
     state = _load_state(folder)
     answers: dict[str, dict[str, Any]] = state["answers"]
-    submitted = {k for b in state["batches"] if b["status"] not in ("failed", "cancelled") for k in b["keys"]}
+    failed = ("failed", "cancelled", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED")
+    submitted = {k for b in state["batches"] if b["status"] not in failed for k in b["keys"]}
     new = [(k, r) for k, r in dict(pending).items() if k not in answers and k not in submitted]
-    lines = [(k, _line(bc, k, r)) for k, r in new]
-    for part in chunks(lines):
-        upload = bc.client.files.create(
-            file=("avstack-batch.jsonl", b"".join(line for _, line in part)), purpose="batch"
-        )
-        batch = bc.client.batches.create(input_file_id=upload.id, endpoint=bc.endpoint, completion_window="24h")
+    for part in bc.parts(new):
+        batch_id, file_id, status = bc.submit(part)
         state["batches"].append(
-            {"batch_id": batch.id, "input_file_id": upload.id, "keys": [k for k, _ in part], "status": batch.status}
+            {"batch_id": batch_id, "input_file_id": file_id, "keys": [k for k, _ in part], "status": status}
         )
         write_json_atomic(folder / STATE, state)  # before waiting: a killed run resumes this batch
-        log(f"batch {batch.id}: {len(part)} requests submitted")
+        log(f"batch {batch_id}: {len(part)} requests submitted")
     for entry in state["batches"]:
-        if entry["status"] in TERMINAL:
+        if entry["status"] in bc.terminal:
             continue
-        batch = _wait(bc, entry["batch_id"], poll_s, log)
-        entry["status"] = batch.status
-        for file_id in (getattr(batch, "output_file_id", None),):
-            if file_id:
-                # scrubbed before the file holds them: a server may echo a key in an answer
-                answers.update(scrub(_answers(bc.client.files.content(file_id).read())))
+        while True:
+            status, got = bc.poll(entry["batch_id"])
+            if got is not None:
+                break
+            time.sleep(poll_s)
+        entry["status"] = status
+        answers.update(scrub(got))  # scrubbed before the file holds them: a server may echo a key
         write_json_atomic(folder / STATE, state)
         missing = sum(k not in answers for k in entry["keys"])
-        if missing:
-            log(f"batch {entry['batch_id']} {batch.status}: {missing} requests without an answer, asked online")
+        log(
+            f"batch {entry['batch_id']}: {status}"
+            + (f"; {missing} requests without an answer, asked online" if missing else "")
+        )
     return answers
 
 
 def _line(bc: BatchClient, key: str, request: Request) -> bytes:
     body = {"custom_id": key, "method": "POST", "url": bc.endpoint, "body": bc.body(request)}
     return (json.dumps(body, ensure_ascii=False) + "\n").encode()
-
-
-def _wait(bc: BatchClient, batch_id: str, poll_s: float, log: Callable[[str], None]) -> Any:
-    while True:
-        batch = bc.client.batches.retrieve(batch_id)
-        if batch.status in TERMINAL:
-            log(f"batch {batch_id}: {batch.status}")
-            return batch
-        time.sleep(poll_s)
 
 
 def _answers(content: bytes) -> dict[str, dict[str, Any]]:

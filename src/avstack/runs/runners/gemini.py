@@ -113,14 +113,36 @@ class Gemini(BackendBase):
                 out.append(t.Part.from_bytes(data=path.read_bytes(), mime_type=mime))
         return out
 
-    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
-        t = self._types
-        config = t.GenerateContentConfig(
+    def config(self, request: Request) -> Any:
+        return self._types.GenerateContentConfig(
             system_instruction=request.system or None,
             temperature=self.temperature,
             max_output_tokens=self.max_tokens,
             response_mime_type="application/json" if self.json_mode else None,
         )
+
+    def inlined(self, request: Request) -> dict[str, Any]:
+        """The request as one inlined request of a batch (avstack.runs.batch)."""
+        return {
+            "contents": [self._types.Content(role="user", parts=self.parts(request))],
+            "config": self.config(request),
+        }
+
+    def inlined_size(self, request: Request) -> int:
+        """About what the request weighs inlined: its pictures and sounds in base64, and its text."""
+        media = [p for p in request.parts if isinstance(p, (Image, Audio))]
+        text = sum(len(p.text) for p in request.parts if isinstance(p, Text)) + len(request.system)
+        return sum(request.path_of(p).stat().st_size * 4 // 3 for p in media) + text + 1024
+
+    def batch_client(self) -> Any:
+        """Gemini's batch mode through the same client (avstack.runs.batch)."""
+        from avstack.runs.batch import GeminiBatchClient
+
+        return GeminiBatchClient(self._client, self.model, self.inlined, self.inlined_size)
+
+    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+        t = self._types
+        config = self.config(request)
         contents = [t.Content(role="user", parts=self.parts(request))]
         try:
             resp = self._client.models.generate_content(model=self.model, contents=contents, config=config)

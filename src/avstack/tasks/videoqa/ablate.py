@@ -15,10 +15,44 @@ from avstack.analysis.tables import Report, markdown_table
 from avstack.io import Progress, atomic_write, write_csv_atomic
 from avstack.prompting.stacks import Stack, make_stack, subset_stacks
 from avstack.runs.engine import RunSettings
+from avstack.runs.plan import plan_requests, write_plan
 from avstack.runs.runners import make_backend
 from avstack.tasks.videoqa.baselines import BASELINES
 from avstack.tasks.videoqa.report import write_report
-from avstack.tasks.videoqa.runs import run, score_run
+from avstack.tasks.videoqa.runs import joined, run, score_run, work_items
+
+
+def qa_stacks(variant: str, drops: list[str], subsets: bool, ts_format: str = "ms") -> list[Stack]:
+    """The stacks a videoqa ablation runs, in order (`variant` first)."""
+    cues = list(dict.fromkeys(drops))
+    if subsets:
+        return list(dict.fromkeys(s.stack for s in subset_stacks(cues, variant) if s.same_as is None))
+    return list(
+        dict.fromkeys([make_stack(variant, [], ts_format), *(make_stack(variant, [d], ts_format) for d in cues)])
+    )
+
+
+def plan_qa_ablation(
+    prepared: str | Path,
+    questions: str | Path,
+    model: str,
+    out: str | Path,
+    stacks: list[Stack],
+    fmt: str = "auto",
+    prompt_dir: Path | None = None,
+    detail: str = "high",
+    max_output_tokens: int = 512,
+    prices_file: Path | None = None,
+) -> dict[str, Any]:
+    """What the ablation would ask and cost (avstack.runs.plan), written to out/plan.json; nothing sent."""
+    pairs, _ = joined(prepared, questions, fmt)
+    requests = {
+        s.name: [w.request for w in work_items(pairs, s, Path(prepared), prompt_dir) if w.request is not None]
+        for s in stacks
+    }
+    plan = plan_requests(requests, model, model, Path(out) / "cache", detail, max_output_tokens, prices_file)
+    write_plan(plan, Path(out))
+    return plan
 
 
 def ablate(
@@ -41,13 +75,9 @@ def ablate(
     backend = make_backend(model, BASELINES, **(backend_options or {}))
     cues = list(dict.fromkeys(drops))
     plan = subset_stacks(cues, variant) if subsets else []
-    stacks = (
-        [s.stack for s in plan if s.same_as is None]
-        if subsets
-        else [make_stack(variant, [], ts_format), *(make_stack(variant, [d], ts_format) for d in cues)]
-    )
+    stacks = qa_stacks(variant, drops, subsets, ts_format)
     dirs: dict[Stack, Path] = {}
-    for stack in dict.fromkeys(stacks):
+    for stack in stacks:
         dirs[stack] = out / stack.name
         run(prepared, questions, backend, stack, dirs[stack], settings, fmt, prompt_dir, out / "cache", model, progress)
     report = write_report(list(dirs.values()), out)
