@@ -283,8 +283,8 @@ def ablate(
 
     d = defaults()
     budget, plan = None, None
-    if task == "videoqa" and until != "all":
-        fail("--until decided is for --task ecog so far (issue #36)")
+    if until not in ("all", "decided"):
+        fail(f"--until: expected all or decided, got {until!r}")
     if task == "videoqa":
         from avstack.tasks.videoqa.ablate import ablate as qa_ablate
         from avstack.tasks.videoqa.ablate import plan_qa_ablation, qa_stacks
@@ -298,21 +298,23 @@ def ablate(
                     prepared, questions, model, out, stacks, questions_format, prompt, detail, d["max_tokens"], prices
                 )
             budget = bill_first(plan, out, dry_run, max_cost)
+        settings = RunSettings(concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None)
+        backend = backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"])
         with user_errors():
+            if until == "decided":
+                from avstack.tasks.videoqa.sequential import sequential_qa_ablate
+
+                report = sequential_qa_ablate(
+                    prepared, questions, model, out, drop, variant, settings, backend, questions_format, prompt,
+                    round_size, precision=precision, seed=seed,
+                )  # fmt: skip
+                typer.echo(report.summary)
+                typer.echo(f"full report: {report.path}")
+                return
             report = qa_ablate(
-                prepared,
-                questions,
-                model,
-                out,
-                drop,
-                variant,
-                RunSettings(concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None),
-                backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
-                questions_format,
-                prompt,
-                subsets,
+                prepared, questions, model, out, drop, variant, settings, backend, questions_format, prompt, subsets,
                 ts_format.split(",")[0],
-            )
+            )  # fmt: skip
         typer.echo(report.summary)
         typer.echo(f"full report: {report.path}")
         return
@@ -326,8 +328,6 @@ def ablate(
                 prepared, model, out, stacks, EcogOptions(prompt_dir=prompt), detail, d["max_tokens"], prices
             )
         budget = bill_first(plan, out, dry_run, max_cost)
-    if until not in ("all", "decided"):
-        fail(f"--until: expected all or decided, got {until!r}")
     if until == "decided":
         from avstack.tasks.ecog.sequential import sequential_ablate
 

@@ -613,3 +613,16 @@ def test_a_videoqa_ablation_plans_first_and_refuses_above_max_cost(prepared_own,
     res = CliRunner().invoke(app, [*args, "--max-cost", "0.0001"])
     assert res.exit_code == 2 and "the plan may cost up to" in res.output
     assert sorted(p.name for p in out.iterdir()) == ["plan.json"]
+
+
+def test_a_videoqa_ablation_until_decided_stops_after_a_round(prepared_own, data, tmp_path):
+    out = tmp_path / "seq"
+    args = ["ablate", str(prepared_own), "--task", "videoqa", "--questions", str(data[1]), "--model", "chance"]
+    _invoke(*args, "--drop", "frame_ts", "--out", str(out), "--until", "decided", "--round", "2", "--precision", "2.5")
+    stop = json.loads((out / "sequential.json").read_text())
+    assert stop["decided"] and stop["why"] == "precision reached" and stop["unit"] == "questions"
+    assert stop["stopped_at_clips"] == 2 and stop["requests_saved"] == (stop["clips"] - 2) * 2
+    ids = [{json.loads(x)["id"] for x in (out / s / "predictions.jsonl").read_text().splitlines()} for s in
+           ("full", "full-no_frame_ts")]  # fmt: skip
+    assert ids[0] == ids[1] and len(ids[0]) == 2
+    assert "## Sequential stop" in (out / "report.md").read_text()

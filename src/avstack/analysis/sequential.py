@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -103,3 +104,54 @@ def decide(
             why = "every interval excludes zero" if all(i.excludes_zero() for i in now) else "precision reached"
             return Decision(end, n, True, why, now)
     return Decision(n, n, False, "clips ran out", tuple(s[-1] for s in seqs))
+
+
+def stop_record(
+    d: Decision,
+    names: list[str],
+    n_stacks: int,
+    round_size: int,
+    alpha: float,
+    precision: float | None,
+    seed: int,
+    metric: str,
+    unit: str = "clips",
+) -> dict[str, Any]:
+    """What sequential.json and the report say: where it stopped, why, what it saved, the intervals."""
+    return {
+        "unit": unit,
+        "stopped_at_clips": d.stopped_at,
+        "clips": d.of,
+        "decided": d.decided,
+        "why": d.why,
+        "requests_saved": (d.of - d.stopped_at) * n_stacks,
+        "requests_asked": d.stopped_at * n_stacks,
+        "metric": metric,
+        "alpha": alpha,
+        "precision": precision,
+        "round": round_size,
+        "seed": seed,
+        "contrasts": {
+            f"{names[0]} - {name}": {"low": round(i.low, 4), "high": round(i.high, 4)}
+            for name, i in zip(names[1:], d.intervals)
+        },
+    }
+
+
+def stop_section(stop: dict[str, Any]) -> str:
+    """The report's "Sequential stop" section."""
+    lines = [
+        "",
+        "## Sequential stop",
+        "",
+        f"Stopped after {stop['stopped_at_clips']} of {stop['clips']} {stop.get('unit', 'clips')} ({stop['why']}); "
+        f"{stop['requests_saved']} of {stop['requests_saved'] + stop['requests_asked']} requests saved. "
+        f"Anytime-valid {100 * (1 - stop['alpha']):.0f}% confidence sequences of the paired {stop['metric']} "
+        f"difference (alpha shared by the contrasts; rounds of {stop['round']}, clip order seed {stop['seed']}):",
+        "",
+        "| contrast | low | high |",
+        "|---|---|---|",
+        *(f"| {k} | {v['low']:+.3f} | {v['high']:+.3f} |" for k, v in stop["contrasts"].items()),
+        "",
+    ]
+    return "\n".join(lines)

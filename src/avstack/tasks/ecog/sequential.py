@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from avstack.analysis.sequential import Decision, decide
+from avstack.analysis.sequential import Decision, decide, stop_record, stop_section
 from avstack.analysis.tables import Report
 from avstack.io import Progress, atomic_write, write_json_atomic
 from avstack.prompting.stacks import make_stack
@@ -78,55 +78,8 @@ def sequential_ablate(
     runs = [score_and_write(out / s.name, prepared, set(asked)) for s in stacks]
     sha = prompt_record(options)["sha256"]
     report = write_report(runs, out, None, {r[0]: sha for r in runs})
-    stop = _stop_record(decision, [s.name for s in stacks], len(stacks), round_size, alpha, precision, seed, metric)
+    stop = stop_record(decision, [s.name for s in stacks], len(stacks), round_size, alpha, precision, seed, metric)
     write_json_atomic(out / "sequential.json", stop)
-    section = _stop_section(stop)
+    section = stop_section(stop)
     atomic_write(report.path, (report.text + section).encode())
     return Report(report.summary + section, report.text + section, report.path)
-
-
-def _stop_record(
-    d: Decision,
-    names: list[str],
-    n_stacks: int,
-    round_size: int,
-    alpha: float,
-    precision: float | None,
-    seed: int,
-    metric: str,
-) -> dict[str, Any]:
-    return {
-        "stopped_at_clips": d.stopped_at,
-        "clips": d.of,
-        "decided": d.decided,
-        "why": d.why,
-        "requests_saved": (d.of - d.stopped_at) * n_stacks,
-        "requests_asked": d.stopped_at * n_stacks,
-        "metric": metric,
-        "alpha": alpha,
-        "precision": precision,
-        "round": round_size,
-        "seed": seed,
-        "contrasts": {
-            f"{names[0]} - {name}": {"low": round(i.low, 4), "high": round(i.high, 4)}
-            for name, i in zip(names[1:], d.intervals)
-        },
-    }
-
-
-def _stop_section(stop: dict[str, Any]) -> str:
-    lines = [
-        "",
-        "## Sequential stop",
-        "",
-        f"Stopped after {stop['stopped_at_clips']} of {stop['clips']} clips ({stop['why']}); "
-        f"{stop['requests_saved']} of {stop['requests_saved'] + stop['requests_asked']} requests saved. "
-        f"Anytime-valid {100 * (1 - stop['alpha']):.0f}% confidence sequences of the paired {stop['metric']} "
-        f"difference (alpha shared by the contrasts; rounds of {stop['round']}, clip order seed {stop['seed']}):",
-        "",
-        "| contrast | low | high |",
-        "|---|---|---|",
-        *(f"| {k} | {v['low']:+.3f} | {v['high']:+.3f} |" for k, v in stop["contrasts"].items()),
-        "",
-    ]
-    return "\n".join(lines)

@@ -63,8 +63,9 @@ def score_rows(labelled: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], l
     return head, body
 
 
-def write_report(runs: list[Path], out: Path, cluster: str | None = None) -> Report:
-    results = [score_run(r) for r in runs]
+def write_report(runs: list[Path], out: Path, cluster: str | None = None, only: set[str] | None = None) -> Report:
+    """The report of run folders (the first the baseline), over every question or those in `only`."""
+    results = [score_run(r, only) for r in runs]
     labelled = [(label_of(r), res) for r, res in zip(runs, results)]
     out.mkdir(parents=True, exist_ok=True)
     head, body = score_rows(labelled)

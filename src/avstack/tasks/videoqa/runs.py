@@ -78,10 +78,14 @@ def run(
     cache_dir: Path | None = None,
     backend_id: str | None = None,
     progress: Progress | None = None,
+    only: set[str] | None = None,
 ) -> tuple[Path, list[str]]:
-    """Answer every question; returns the predictions file and the questions file's row errors."""
+    """Answer every question (or those in `only`, by id; a later call with more resumes the same
+    folder); returns the predictions file and the questions file's row errors."""
     prepared = Path(prepared)
     pairs, errors = joined(prepared, questions, fmt)
+    if only is not None:
+        pairs = [(it, rec) for it, rec in pairs if it.id in only]
     by_id = {it.id: it for it, _ in pairs}
     meta = {
         "task": "videoqa",
@@ -114,15 +118,16 @@ def run(
     return path, errors
 
 
-def score_run(run_dir: str | Path) -> dict[str, Any]:
-    """Score a run folder against its questions (recorded in run.json); writes score.json and
-    per_item.csv; returns the score JSON."""
+def score_run(run_dir: str | Path, only: set[str] | None = None) -> dict[str, Any]:
+    """Score a run folder against its questions (recorded in run.json; all, or those in `only`);
+    writes score.json and per_item.csv; returns the score JSON."""
     run_dir = Path(run_dir)
     meta = read_json_file(run_dir / "run.json", dict)
     questions, prepared = meta.get("questions"), meta.get("prepared")
     if not isinstance(questions, str) or not isinstance(prepared, str):
         raise DataError(f"{run_dir / 'run.json'}: not a videoqa run (no questions or prepared folder recorded)")
     items, _ = load_questions(questions, str(meta.get("questions_format") or "auto"), data_root_of(prepared))
+    items = [it for it in items if only is None or it.id in only]
     result = score(items, read_predictions(run_dir / "predictions.jsonl"))
     write_per_item(run_dir / "per_item.csv", result["per_item"])
     js = {k: v for k, v in result.items() if k != "per_item"} | {
