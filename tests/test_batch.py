@@ -180,6 +180,19 @@ def test_a_batch_gives_the_online_predictions(prepared, server, tmp_path):
     assert ENV["OPENAI_API_KEY"] not in (tmp_path / "batch" / "batches.json").read_text()
 
 
+def test_a_malformed_state_file_is_dropped_not_trusted(prepared, server, tmp_path):
+    """batches.json is read back from disk: entries of another shape are dropped (their requests
+    go into a new batch) and an answer that is not {raw, usage} is never recorded."""
+    _run(prepared, server, tmp_path / "online")
+    (tmp_path / "batch").mkdir()
+    junk = {"batches": [{"batch_id": 7, "keys": "x"}, "nonsense"], "answers": {"k": 5, "j": {"raw": 1}}}
+    (tmp_path / "batch" / "batches.json").write_text(json.dumps(junk))
+    BatchServer.release.set()
+    _run(prepared, server, tmp_path / "batch", "--batch", "--batch-poll", "0.05")
+    assert BatchServer.creates == ["batch_1"]
+    assert _predictions(tmp_path / "batch") == _predictions(tmp_path / "online")
+
+
 def test_a_run_killed_while_its_batch_is_in_flight_resumes_polling_it(prepared, server, tmp_path):
     _run(prepared, server, tmp_path / "online")
     proc = _run(prepared, server, tmp_path / "batch", "--batch", "--batch-poll", "0.05", wait=False)

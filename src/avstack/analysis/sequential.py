@@ -13,7 +13,8 @@ Several contrasts at once share alpha (Bonferroni: alpha / k each).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +105,29 @@ def decide(
             why = "every interval excludes zero" if all(i.excludes_zero() for i in now) else "precision reached"
             return Decision(end, n, True, why, now)
     return Decision(n, n, False, "clips ran out", tuple(s[-1] for s in seqs))
+
+
+def ask_until_decided(
+    ids: Sequence[str],
+    round_size: int,
+    ask: Callable[[list[str]], list[list[float]]],
+    alpha: float = 0.05,
+    precision: float | None = None,
+    seed: int = 0,
+) -> tuple[list[str], Decision]:
+    """Ask the items in a seeded random order, `round_size` more each round (`ask` answers the
+    items asked so far under every stack and gives each contrast's paired differences, in that
+    order), until `decide` stops; (the items asked, the decision)."""
+    order = sorted(ids)
+    if not order:
+        raise ValueError("--until decided: there is nothing to ask (no usable item)")
+    random.Random(seed).shuffle(order)
+    asked: list[str] = []
+    while True:
+        asked = order[: len(asked) + round_size]
+        decision = decide(ask(asked), round_size, alpha, precision)
+        if decision.decided or len(asked) == len(order):
+            return asked, decision
 
 
 def stop_record(

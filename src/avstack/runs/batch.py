@@ -113,10 +113,29 @@ class GeminiBatchClient:
 
 
 def _load_state(folder: Path) -> dict[str, Any]:
+    """RUN/batches.json as written before; a file is untrusted input, so entries of another shape
+    are dropped (their requests are submitted again) and answers must be {raw: str, usage: dict}."""
     state = read_json(folder / STATE)
-    if isinstance(state, dict) and isinstance(state.get("batches"), list) and isinstance(state.get("answers"), dict):
-        return state
-    return {"batches": [], "answers": {}}
+    if not isinstance(state, dict):
+        return {"batches": [], "answers": {}}
+    batches = [
+        b
+        for b in state.get("batches") or []
+        if isinstance(b, dict)
+        and isinstance(b.get("batch_id"), str)
+        and isinstance(b.get("status"), str)
+        and isinstance(b.get("keys"), list)
+    ]
+    answers = (
+        {
+            k: a
+            for k, a in (state.get("answers") or {}).items()
+            if isinstance(a, dict) and isinstance(a.get("raw"), str) and isinstance(a.get("usage"), dict)
+        }
+        if isinstance(state.get("answers"), dict)
+        else {}
+    )
+    return {"batches": batches, "answers": answers}
 
 
 def answer_in_batches(

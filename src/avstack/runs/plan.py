@@ -31,15 +31,22 @@ class StackBill:
     notes: list[str] = field(default_factory=list)
 
 
-def bill_request(req: Request, model: str, detail: str, count_text: Any) -> tuple[int, int, int, int]:
+def bill_request(
+    req: Request, model: str, detail: str, count_text: Any, sizes: dict[Path, tuple[int, int]] | None = None
+) -> tuple[int, int, int, int]:
     """(images, videos, image tokens, text tokens) of one request; image tokens 0 where the model
-    has no published rule (the plan says so)."""
+    has no published rule (the plan says so). `sizes` remembers each picture's size: the stacks
+    of an ablation show the same frames."""
     images = videos = image_toks = 0
     text = req.system
+    sizes = {} if sizes is None else sizes
     for part in req.parts:
         if isinstance(part, Image):
             images += 1
-            w, h = image_size(req.path_of(part))
+            path = req.path_of(part)
+            if path not in sizes:
+                sizes[path] = image_size(path)
+            w, h = sizes[path]
             image_toks += image_tokens(w, h, model, detail) or 0
         elif isinstance(part, Video):
             videos += 1
@@ -64,11 +71,12 @@ def plan_requests(
     price = price_of(model, prices)
     cache = AnswerCache(cache_dir)
     seen: set[str] = set()
+    sizes: dict[Path, tuple[int, int]] = {}
     bills: dict[str, StackBill] = {}
     for name, requests in stacks.items():
         bill = bills[name] = StackBill()
         for req in requests:
-            images, videos, image_toks, text_toks = bill_request(req, model, detail, count_text)
+            images, videos, image_toks, text_toks = bill_request(req, model, detail, count_text, sizes)
             key = request_key(backend_id, req)
             bill.requests += 1
             bill.images += images

@@ -5,12 +5,11 @@ run folder holds the same clips at every stop, so the report pairs them as any a
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from avstack.analysis.sequential import Decision, decide, stop_record, stop_section
+from avstack.analysis.sequential import ask_until_decided, stop_record, stop_section
 from avstack.analysis.tables import Report
 from avstack.io import Progress, atomic_write, write_json_atomic
 from avstack.prompting.stacks import make_stack
@@ -20,13 +19,6 @@ from avstack.tasks.ecog.baselines import BASELINES
 from avstack.tasks.ecog.prompt import EcogOptions
 from avstack.tasks.ecog.report import write_report
 from avstack.tasks.ecog.runs import prompt_record, requests_for, run, score_and_write
-
-
-def clip_order(prepared: Path, options: EcogOptions, seed: int) -> list[str]:
-    """The usable clips in the order they are asked: sorted, then shuffled by `seed`."""
-    ids = sorted(r.clip_id for r, _ in requests_for(prepared, make_stack("full"), options)[0])
-    random.Random(seed).shuffle(ids)
-    return ids
 
 
 def sequential_ablate(
@@ -51,11 +43,9 @@ def sequential_ablate(
         raise ValueError("--until decided needs at least one --drop: there is no contrast to decide")
     backend = make_backend(model, BASELINES, **(backend_options or {}))
     stacks = [make_stack("full"), *(make_stack("full", [d]) for d in dict.fromkeys(drops))]
-    order = clip_order(prepared, options, seed)
-    asked: list[str] = []
-    decision: Decision | None = None
-    while len(asked) < len(order):
-        asked = order[: len(asked) + round_size]
+    ids = [r.clip_id for r, _ in requests_for(prepared, make_stack("full"), options)[0]]
+
+    def ask(asked: list[str]) -> list[list[float]]:
         for stack in stacks:
             run(
                 prepared,
@@ -70,11 +60,9 @@ def sequential_ablate(
                 set(asked),
             )
         scores = [score_and_write(out / s.name, prepared, set(asked))[1].per_item() for s in stacks]
-        diffs = [[scores[0][c][metric] - other[c][metric] for c in asked] for other in scores[1:]]
-        decision = decide(diffs, round_size, alpha, precision)
-        if decision.decided:
-            break
-    assert decision is not None
+        return [[scores[0][c][metric] - other[c][metric] for c in asked] for other in scores[1:]]
+
+    asked, decision = ask_until_decided(ids, round_size, ask, alpha, precision, seed)
     runs = [score_and_write(out / s.name, prepared, set(asked)) for s in stacks]
     sha = prompt_record(options)["sha256"]
     report = write_report(runs, out, None, {r[0]: sha for r in runs})

@@ -4,12 +4,11 @@ accuracy, R@0.5 for grounding). Every stack's run folder holds the same question
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from avstack.analysis.sequential import Decision, decide, stop_record, stop_section
+from avstack.analysis.sequential import ask_until_decided, stop_record, stop_section
 from avstack.analysis.tables import Report
 from avstack.io import Progress, atomic_write, write_json_atomic
 from avstack.prompting.stacks import make_stack
@@ -44,12 +43,9 @@ def sequential_qa_ablate(
         raise ValueError("--until decided needs at least one --drop: there is no contrast to decide")
     backend = make_backend(model, BASELINES, **(backend_options or {}))
     stacks = [make_stack(variant), *(make_stack(variant, [d]) for d in dict.fromkeys(drops))]
-    order = sorted(it.id for it, rec in joined(prepared, questions, fmt)[0] if rec is not None and rec.ok)
-    random.Random(seed).shuffle(order)
-    asked: list[str] = []
-    decision: Decision | None = None
-    while len(asked) < len(order):
-        asked = order[: len(asked) + round_size]
+    ids = [it.id for it, rec in joined(prepared, questions, fmt)[0] if rec is not None and rec.ok]
+
+    def ask(asked: list[str]) -> list[list[float]]:
         for s in stacks:
             run(
                 prepared,
@@ -66,11 +62,9 @@ def sequential_qa_ablate(
                 set(asked),
             )
         rows = [score_run(out / s.name, set(asked))["per_item"] for s in stacks]
-        diffs = [[float(rows[0][q]["correct"]) - float(other[q]["correct"]) for q in asked] for other in rows[1:]]
-        decision = decide(diffs, round_size, alpha, precision)
-        if decision.decided:
-            break
-    assert decision is not None
+        return [[float(rows[0][q]["correct"]) - float(other[q]["correct"]) for q in asked] for other in rows[1:]]
+
+    asked, decision = ask_until_decided(ids, round_size, ask, alpha, precision, seed)
     report = write_report([out / s.name for s in stacks], out, only=set(asked))
     stop = stop_record(
         decision, [s.name for s in stacks], len(stacks), round_size, alpha, precision, seed, "correct", "questions"
