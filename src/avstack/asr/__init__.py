@@ -3,8 +3,9 @@
 models: bundled offline models, names, devices · text: guards and Chinese handling ·
 refine: speech energy and word-edge refinement · whisper: transcription (one clip, a batch,
 a file) · packing: several short clips in one window · acoustic: word edges by forced
-alignment · align: cross-attention timing · types: settings, words, transcripts · evaluation:
-word-timing accuracy on speech with known times (tests and benchmarks only).
+alignment · lexicon: its English pronunciations · align: cross-attention timing · types:
+settings, words, transcripts · evaluation: word-timing accuracy on speech with known times
+(tests and benchmarks only).
 
 May import: avstack.io, avstack.media, avstack.lifeline.
 """

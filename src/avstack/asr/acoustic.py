@@ -10,15 +10,17 @@ that sound like it: a phone lasts at least 3 frames (no word collapses), and bet
 words the grammar allows silence, noise, and the fillers people say ("um", "uh", "er"), so an
 unspoken-for hesitation gets its own span instead of being absorbed by a neighbour.
 
-How: the take is cut into chunks of at most CHUNK_S at pauses (the longest silences between voiced
-regions); each chunk's words are aligned as a finite-state grammar: optional fillers, word 1,
-optional fillers, word 2, ..., with silence and noise allowed anywhere. Words outside the
-dictionary get a letter-by-letter pronunciation (an approximation: its length is about right,
-which is what an edge needs). An edge next to a pause the aligner found moves to the speech
-energy's own edge (`to_energy_edges`). A chunk whose alignment fails (no path, or a different
-word sequence) is noted, and its words are reported untimed: the caller (asr.whisper) gives them
-the times of the path before this one; `guard` keeps a word's own times where the alignment
-cannot show it did better.
+How: the take is cut into chunks of at most CHUNK_S at pauses (the longest silences between
+voiced regions), each narrowed to its speech and half a second either side; each chunk's words
+are aligned as a finite-state grammar: optional fillers, word 1, optional fillers, word 2, ...,
+with silence and noise allowed anywhere. Words outside the dictionary get a letter-by-letter
+pronunciation (an approximation: its length is about right, which is what an edge needs). An
+edge next to a pause the aligner found moves to the speech energy's own edge
+(`to_energy_edges`). A chunk whose alignment fails (no path, or a different word sequence) is
+halved at its longest pause; a piece that cannot be halved is searched once more, wider, read
+off the Viterbi back-trace. One that fails that too is noted, and its words are reported
+untimed: the caller (asr.whisper) gives them the times of the path before this one; `guard`
+keeps a word's own times where the alignment cannot show it did better.
 """
 
 from __future__ import annotations
@@ -32,13 +34,13 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from avstack.asr.lexicon import letter_phones, lexicon, spoken
 from avstack.asr.refine import in_order
 from avstack.asr.types import RATE, Word
 
@@ -54,16 +56,6 @@ MIN_FILLER_MS = 200
 EDGE_REACH_MS = 100  # how far an edge next to a pause may move to where the speech energy starts or stops
 FRAME_MS = 10  # PocketSphinx's frame
 MIN_WORD_MS = 30  # one phone of three 10 ms states: anything shorter is not an alignment
-_NORM = re.compile(r"[^a-z']+")
-
-# letters to en-us phones, for words the dictionary lacks (pairs first)
-_PAIRS = {"th": "TH", "sh": "SH", "ch": "CH", "ng": "NG", "ph": "F", "ee": "IY", "oo": "UW", "ck": "K", "qu": "K W"}
-_LETTERS = {
-    "a": "AE", "b": "B", "c": "K", "d": "D", "e": "EH", "f": "F", "g": "G", "h": "HH", "i": "IH", "j": "JH",
-    "k": "K", "l": "L", "m": "M", "n": "N", "o": "AA", "p": "P", "q": "K", "r": "R", "s": "S", "t": "T",
-    "u": "AH", "v": "V", "w": "W", "x": "K S", "y": "Y", "z": "Z", "'": "",
-}  # fmt: skip
-_DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 
 
 def available() -> bool:
@@ -75,33 +67,20 @@ def available() -> bool:
     return True
 
 
-@lru_cache(maxsize=1)
-def _lexicon() -> dict[str, list[str]]:
-    """The en-us pronouncing dictionary (cmudict, shipped with the model), read once per process:
-    word -> its pronunciations in the dictionary's order."""
-    from pocketsphinx import get_model_path
-
-    lexicon: dict[str, list[str]] = {}
-    with open(get_model_path("en-us/cmudict-en-us.dict"), encoding="utf-8") as f:
-        for line in f:
-            entry, _, phones = line.partition(" ")
-            lexicon.setdefault(re.sub(r"\(\d+\)$", "", entry), []).append(phones.split("#")[0].strip())
-    return lexicon
-
-
-def _decoder(vocabulary: set[str]) -> Any:
+def _decoder(vocabulary: set[str], lattice: bool = True) -> Any:
     """A fresh decoder for each clip: its noise tracker and feature state carry over from one
     utterance to the next, so a shared one made a clip's fillers depend on what the process
     aligned before. Its dictionary holds only the clip's words and the fillers: loading all of
     cmudict took 120 ms a decoder, half of a short clip's alignment; with the words read once
-    per process (`_lexicon`) a decoder takes 10 ms. A word the dictionary lacks is spelled by
-    its letters (`_letter_phones`)."""
+    per process (`lexicon`) a decoder takes 10 ms. A word the dictionary lacks is spelled by
+    its letters (`letter_phones`). `lattice` False: the second try on a chunk the first could
+    not align (PocketSphinx's default beams, the result read off the Viterbi back-trace)."""
     from pocketsphinx import Config, Decoder, get_model_path
 
-    lexicon = _lexicon()
+    known = lexicon()
     lines = []
     for word in sorted(vocabulary | set(FILLERS)):
-        for k, phones in enumerate(lexicon.get(word) or [_letter_phones(word)]):
+        for k, phones in enumerate(known.get(word) or [letter_phones(word)]):
             lines.append(f"{word}({k + 1}) {phones}" if k else f"{word} {phones}")
     with tempfile.TemporaryDirectory(prefix="avstack-dict-") as tmp:
         path = Path(tmp) / "words.dict"
@@ -121,33 +100,13 @@ def _decoder(vocabulary: set[str]) -> Any:
             # the words are known, so the search holds few paths: beams narrower than decoding's
             # (1e-48) cost the alignment nothing (tuning seeds 6 / 23 ms either way) and 16% of its
             # time; at 1e-20 a real sentence's word fell out of the beam (packed p90 74 -> 157 ms)
-            beam=1e-30,
-            wbeam=1e-25,
-            pbeam=1e-30,
+            beam=1e-30 if lattice else 1e-48,
+            wbeam=1e-25 if lattice else 7e-29,
+            pbeam=1e-30 if lattice else 1e-48,
             loglevel="FATAL",
+            bestpath=lattice,
         )
         return Decoder(config)
-
-
-def _spoken(text: str) -> str:
-    """A transcript word as the dictionary spells it: lower case, letters and apostrophes; digits
-    spelled out one by one."""
-    t = text.lower().replace("’", "'")
-    t = "".join(f" {_DIGITS[int(c)]} " if c.isdigit() else c for c in t)
-    return " ".join(_NORM.sub(" ", t).split())
-
-
-def _letter_phones(word: str) -> str:
-    phones, i = [], 0
-    while i < len(word):
-        pair = word[i : i + 2]
-        if pair in _PAIRS:
-            phones.append(_PAIRS[pair])
-            i += 2
-            continue
-        phones.append(_LETTERS.get(word[i], ""))
-        i += 1
-    return " ".join(p for p in phones if p) or "AH"
 
 
 @dataclass(frozen=True)
@@ -169,7 +128,7 @@ def _grammar(tokens: list[list[str]]) -> str:
 def _align_chunk(decoder: Any, words: list[Word], samples: np.ndarray, offset_ms: int) -> ChunkResult | None:
     """Force-align `words` to `samples` (which start at `offset_ms` on the clip's clock); None
     when there is no path through the grammar or it comes back with other words."""
-    tokens = [_spoken(w.text).split() for w in words]
+    tokens = [spoken(w.text).split() for w in words]
     if not any(tokens):
         return None
     pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype(np.int16).tobytes()
@@ -286,6 +245,21 @@ def to_energy_edges(
     return (begin, end) if end - begin >= MIN_WORD_MS else span
 
 
+SPEECH_PAD_MS = 500  # silence kept around a chunk's speech: soft onsets and tails, and frames to learn silence from
+
+
+def around_speech(a: int, b: int, words: list[Word], regions: list[tuple[int, int]]) -> tuple[int, int]:
+    """The chunk a-b narrowed to its speech (its voiced regions and its words' own times) and
+    SPEECH_PAD_MS either side. A chunk cut in the middle of a long pause carried seconds of
+    noise: its cepstral mean (cmn batch) was mostly the noise's, and a sentence after 14 s of
+    it did not align at all (two sentences 28 s apart: the second kept the fallback's times).
+    Tuning seeds: connected 36/94 -> 34/96 ms, disfluent p90 508 -> 488, real unchanged."""
+    inside = [r for r in regions if r[1] > a and r[0] < b]
+    first = min([r[0] for r in inside] + [w.begin_ms for w in words])
+    last = max([r[1] for r in inside] + [w.end_ms for w in words])
+    return max(a, first - SPEECH_PAD_MS), min(b, last + SPEECH_PAD_MS)
+
+
 def guard(model: Word, aligned: tuple[int, int] | None) -> Word:
     """The aligned edges where they can be trusted, else the model's own times: no alignment, or a
     word shorter than one phone can be."""
@@ -320,7 +294,7 @@ def _start_worker(parent_pid: int) -> None:
 
     tie_to_parent(parent_pid)  # a killed prepare leaves no aligner behind
     if available():
-        _lexicon()
+        lexicon()
 
 
 def align(words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]]) -> Alignment:
@@ -342,12 +316,15 @@ def _align_here(words: list[Word], samples: np.ndarray, regions: list[tuple[int,
     timed = [False] * len(words)
     fillers: list[Word] = []
     notes: list[str] = []
-    decoder = _decoder({t for w in words for t in _spoken(w.text).split()})
+    vocabulary = {t for w in words for t in spoken(w.text).split()}
+    decoder = _decoder(vocabulary)
+    backtrace = None
     todo = list(chunks(words, regions, duration_ms))
     while todo:
         a, b, mine = todo.pop(0)
         if not mine:
             continue
+        a, b = around_speech(a, b, [words[i] for i in mine], regions)
         piece = samples[a * RATE // 1000 : b * RATE // 1000]
         try:
             result = _align_chunk(decoder, [words[i] for i in mine], piece, a)
@@ -362,8 +339,17 @@ def _align_here(words: list[Word], samples: np.ndarray, regions: list[tuple[int,
             if halves:
                 todo[:0] = halves
                 continue
-            notes.append(f"acoustic alignment failed for {len(mine)} words at {a}-{b} ms: transcriber's times kept")
-            continue
+            # no halves left: search once more, wider, and read the words off the Viterbi
+            # back-trace instead of the word lattice. PocketSphinx's lattice step finds no path on
+            # some chunks whose search did reach the grammar's end (a festival sentence heard word
+            # for word; real packed tiny.en p90 113 -> 74 ms); before this, such a chunk's words
+            # all took the fallback model's times (a second model load and pass: 4 of 24 short
+            # clips in short_full). The words must still come back in order (_align_chunk).
+            backtrace = backtrace or _decoder(vocabulary, lattice=False)
+            result = _align_chunk(backtrace, [words[i] for i in mine], piece, a)
+            if result is None:
+                notes.append(f"acoustic alignment failed for {len(mine)} words at {a}-{b} ms: transcriber's times kept")
+                continue
         for i, span, pause in zip(mine, result.spans, result.at_pause):
             out[i] = guard(words[i], span and to_energy_edges(span, pause, regions))
             timed[i] = out[i] != words[i]
