@@ -20,6 +20,7 @@ from conftest import needs_espeak
 from avstack import asr
 from avstack.asr import acoustic
 from avstack.asr import evaluation as asr_eval
+from avstack.asr.lexicon import spoken
 from avstack.asr.refine import voiced_regions
 from avstack.synthetic import synth
 
@@ -68,6 +69,34 @@ def test_the_guard_keeps_the_models_times_where_alignment_cannot_show_better():
     from avstack.asr.whisper import collapse_guard
 
     assert collapse_guard(model, refined) == [asr.Word("a", 0, 190, 1.0), asr.Word("b", 200, 500, 1.0)]
+
+
+def test_a_chunk_is_aligned_over_its_speech_not_the_whole_pause():
+    """A chunk cut in the middle of a long pause keeps half a second of it either side of its
+    speech (its voiced regions and its words' own times), never more than the chunk."""
+    regions = [(14_000, 16_500), (17_000, 18_200)]
+    words = [asr.Word("put", 14_100, 14_600, 1.0), asr.Word("there", 17_900, 18_600, 1.0)]
+    assert acoustic.around_speech(0, 30_000, words, regions) == (13_500, 19_100)
+    assert acoustic.around_speech(13_800, 18_300, words, regions) == (13_800, 18_300)
+    assert acoustic.around_speech(0, 30_000, words[:1], []) == (13_600, 15_100)
+
+
+@pytest.mark.skipif(shutil.which("festival") is None, reason="festival is not installed (connected speech)")
+def test_a_chunk_the_lattice_cannot_align_is_read_off_the_viterbi_backtrace():
+    """A festival sentence given its true words: PocketSphinx's lattice step finds no path on it
+    though the search reached the grammar's end; the second search, read off the back-trace,
+    times every word (before, all of them took the fallback model's times)."""
+    case = asr_eval.connected_case(82_000, "kal_diphone")
+    words = [asr.Word(t["text"], t["begin_time"], t["end_time"], 1.0) for t in case.truth]
+    vocabulary = {x for w in words for x in spoken(w.text).split()}
+    if acoustic._align_chunk(acoustic._decoder(vocabulary), words, case.audio, 0) is not None:
+        pytest.skip("this festival build's sentence aligns at the first try: there is nothing to retry")
+    got, _, notes, timed = acoustic.align(words, case.audio, voiced_regions(case.audio))
+    assert all(timed) and not notes, notes
+    errors = [abs(g.begin_ms - w.begin_ms) for g, w in zip(got, words)] + [
+        abs(g.end_ms - w.end_ms) for g, w in zip(got, words)
+    ]
+    assert np.median(errors) <= 30 and max(errors) <= 120, list(zip(got, words))
 
 
 def test_a_chunk_that_fails_to_align_keeps_the_transcribers_times_and_says_so():
