@@ -99,6 +99,8 @@ def peer_row(peer: str, python: str, cases: list[asr_eval.Case], model: str) -> 
     audio_s = sum(len(c) for c in clips) / asr.RATE
     noise_words = sum(len(w) for w in words[len(cases) :])
     row = asr_eval.summarize(cases, words[: len(cases)], noise_words, found["seconds"] / audio_s)
+    if any(isinstance(c, asr_eval.DisfluentCase) for c in cases):
+        row["after_filler_ok"] = asr_eval.after_filler_share(cases, words[: len(cases)])
     return {"model": model, "lang": cases[0].lang, "mode": f"{peer} {found['version']}", "refine": None} | row
 
 

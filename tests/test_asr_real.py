@@ -82,21 +82,38 @@ def test_a_chunk_is_aligned_over_its_speech_not_the_whole_pause():
 
 
 @pytest.mark.skipif(shutil.which("festival") is None, reason="festival is not installed (connected speech)")
-def test_a_chunk_the_lattice_cannot_align_is_read_off_the_viterbi_backtrace():
-    """A festival sentence given its true words: PocketSphinx's lattice step finds no path on it
-    though the search reached the grammar's end; the second search, read off the back-trace,
-    times every word (before, all of them took the fallback model's times)."""
-    case = asr_eval.connected_case(82_000, "kal_diphone")
-    words = [asr.Word(t["text"], t["begin_time"], t["end_time"], 1.0) for t in case.truth]
-    vocabulary = {x for w in words for x in spoken(w.text).split()}
-    if acoustic._align_chunk(acoustic._decoder(vocabulary), words, case.audio, 0) is not None:
-        pytest.skip("this festival build's sentence aligns at the first try: there is nothing to retry")
+def test_a_chunk_the_lattice_cannot_align_is_read_off_the_viterbi_backtrace_unless_squeezed():
+    """Festival sentences given their true words: PocketSphinx's lattice step finds no path on
+    them though the search reached the grammar's end. The second search, read off the
+    back-trace, times every word of the first (before, all of them took the fallback model's
+    times); on the second its path holds a word at the HMM's shortest (three frames a phone),
+    which is no evidence, and the words keep the transcriber's times, noted."""
+
+    def case_words(seed):
+        case = asr_eval.connected_case(seed, "kal_diphone")
+        words = [asr.Word(t["text"], t["begin_time"], t["end_time"], 1.0) for t in case.truth]
+        vocabulary = {x for w in words for x in spoken(w.text).split()}
+        # the piece align() searches: the sentence and half a second either side
+        a, b = acoustic.around_speech(0, len(case.audio) * 1000 // asr.RATE, words, voiced_regions(case.audio))
+        piece = case.audio[a * asr.RATE // 1000 : b * asr.RATE // 1000]
+        if acoustic._align_chunk(acoustic._decoder(vocabulary), words, piece, a) is not None:
+            pytest.skip("this festival build's sentence aligns at the first try: there is nothing to retry")
+        backtrace = acoustic._align_chunk(acoustic._decoder(vocabulary, lattice=False), words, piece, a)
+        return case, words, backtrace
+
+    case, words, backtrace = case_words(82_005)
+    assert backtrace is not None and not backtrace.squeezed
     got, _, notes, timed = acoustic.align(words, case.audio, voiced_regions(case.audio))
     assert all(timed) and not notes, notes
     errors = [abs(g.begin_ms - w.begin_ms) for g, w in zip(got, words)] + [
         abs(g.end_ms - w.end_ms) for g, w in zip(got, words)
     ]
-    assert np.median(errors) <= 30 and max(errors) <= 120, list(zip(got, words))
+    # measured 44 / 95 (median / largest); stated tolerance for other CPU kinds: a frame or two
+    assert np.median(errors) <= 60 and max(errors) <= 130, list(zip(got, words))
+    case, words, backtrace = case_words(82_000)
+    assert backtrace is not None and backtrace.squeezed
+    got, _, notes, timed = acoustic.align(words, case.audio, voiced_regions(case.audio))
+    assert got == words and not any(timed) and len(notes) == 1 and "failed" in notes[0]
 
 
 def test_a_chunk_that_fails_to_align_keeps_the_transcribers_times_and_says_so():

@@ -55,6 +55,7 @@ SILENCE = ("<sil>", "<s>", "</s>")
 MIN_FILLER_MS = 200
 EDGE_REACH_MS = 100  # how far an edge next to a pause may move to where the speech energy starts or stops
 FRAME_MS = 10  # PocketSphinx's frame
+STATES = 3  # frames a phone takes at the least: its HMM's three states, one frame each
 MIN_WORD_MS = 30  # one phone of three 10 ms states: anything shorter is not an alignment
 
 
@@ -116,6 +117,7 @@ class ChunkResult:
     spans: list[tuple[int, int] | None]
     fillers: list[Word]
     at_pause: list[tuple[bool, bool]]  # per word: its begin, its end next to silence the aligner found
+    squeezed: bool = False  # a word came out at the shortest the HMM allows (STATES frames a phone)
 
 
 def _grammar(tokens: list[list[str]]) -> str:
@@ -139,7 +141,9 @@ def _align_chunk(decoder: Any, words: list[Word], samples: np.ndarray, offset_ms
     decoder.end_utt()
     if decoder.hyp() is None:
         return None
-    segs = [(re.sub(r"\(\d+\)$", "", s.word), s.start_frame, s.end_frame) for s in decoder.seg()]
+    raw = list(decoder.seg())
+    segs = [(re.sub(r"\(\d+\)$", "", s.word), s.start_frame, s.end_frame) for s in raw]
+    shortest = {(s.start_frame, s.end_frame): STATES * len((decoder.lookup_word(s.word) or "").split()) for s in raw}
     frames = len(samples) * 1000 // RATE // FRAME_MS
     # where a word meets silence or a filler, its edge is an onset or offset of speech energy
     # (to_energy_edges): the filler and silence models share the pause between them loosely
@@ -153,6 +157,7 @@ def _align_chunk(decoder: Any, words: list[Word], samples: np.ndarray, offset_ms
     spans: list[tuple[int, int] | None] = []
     fillers: list[Word] = []
     at_pause: list[tuple[bool, bool]] = []
+    squeezed = False
     k = 0
     for n, ts in enumerate(tokens):
         if not ts:
@@ -168,6 +173,7 @@ def _align_chunk(decoder: Any, words: list[Word], samples: np.ndarray, offset_ms
             return None  # the path took other words: no alignment to trust
         k += len(ts)
         first, last = got[0][1], got[-1][2]
+        squeezed = squeezed or sum(b - a + 1 for _, a, b in got) <= sum(shortest.get((a, b), 0) for _, a, b in got)
         if before and _onset_or_tail(before[-1], first):
             first = before.pop()[1]
         upcoming = next((t[0] for t in tokens[n + 1 :] if t), None)
@@ -178,7 +184,7 @@ def _align_chunk(decoder: Any, words: list[Word], samples: np.ndarray, offset_ms
         spans.append((offset_ms + first * FRAME_MS, offset_ms + (last + 1) * FRAME_MS))
         at_pause.append((first in quiet_ends, last + 1 in quiet_starts))
     fillers += [_filler(s, offset_ms) for s in said[k:] if s[0] in FILLERS]
-    return ChunkResult(spans, fillers, at_pause)
+    return ChunkResult(spans, fillers, at_pause, squeezed)
 
 
 def _onset_or_tail(filler: tuple[str, int, int], word_frame: int) -> bool:
@@ -347,6 +353,12 @@ def _align_here(words: list[Word], samples: np.ndarray, regions: list[tuple[int,
             # clips in short_full). The words must still come back in order (_align_chunk).
             backtrace = backtrace or _decoder(vocabulary, lattice=False)
             result = _align_chunk(backtrace, [words[i] for i in mine], piece, a)
+            if result is not None and result.squeezed:
+                # a word at the HMM's shortest was forced there, not found: this path is no
+                # evidence (word-by-word tuning seeds: a misheard "bag" at 90 ms, 3 phones x 3
+                # frames); the lattice's own alignments are not judged this way, since a short
+                # "the" in fast speech really is that short
+                result = None
             if result is None:
                 notes.append(f"acoustic alignment failed for {len(mine)} words at {a}-{b} ms: transcriber's times kept")
                 continue
