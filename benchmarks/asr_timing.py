@@ -91,7 +91,9 @@ def peer_row(peer: str, python: str, cases: list[asr_eval.Case], model: str) -> 
         jobs, out = Path(name) / "jobs.json", Path(name) / "out.json"
         jobs.write_text(json.dumps(paths))
         cmd = [python, str(PEER_SCRIPTS[peer]), asr.resolve_model(model), str(jobs), str(out)]
-        subprocess.run(cmd, check=True, capture_output=True)
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"the {peer} peer ({python}) exited {done.returncode}:\n{done.stderr[-3000:]}")
         found = json.loads(out.read_text())
     words = [
         [asr.Word(w["text"].strip(), w["begin_ms"], w["end_ms"], w["prob"]) for w in found["words"][p]] for p in paths
@@ -101,6 +103,7 @@ def peer_row(peer: str, python: str, cases: list[asr_eval.Case], model: str) -> 
     row = asr_eval.summarize(cases, words[: len(cases)], noise_words, found["seconds"] / audio_s)
     if any(isinstance(c, asr_eval.DisfluentCase) for c in cases):
         row["after_filler_ok"] = asr_eval.after_filler_share(cases, words[: len(cases)])
+    row["peer_failed_clips"] = len(found.get("failed", {}))  # scored with no words
     return {"model": model, "lang": cases[0].lang, "mode": f"{peer} {found['version']}", "refine": None} | row
 
 
