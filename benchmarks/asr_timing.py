@@ -60,7 +60,7 @@ def plain_row(cases: list[asr_eval.Case], model: str) -> dict:
     hyps = asr_eval.plain_words(cases, model)
     rtf = (time.perf_counter() - t0) / (sum(len(c.audio) for c in cases) / asr.RATE)
     row = asr_eval.summarize(cases, hyps, 0, rtf)
-    return {"model": model, "lang": "en", "mode": "plain faster-whisper", "refine": None} | row | {"hyps": hyps}
+    return {"model": model, "lang": "en", "mode": "plain faster-whisper", "refine": None} | row
 
 
 def speech_cases(speech: str, clips: int) -> tuple[list[asr_eval.Case], list[str]]:
@@ -101,8 +101,6 @@ def peer_row(peer: str, python: str, cases: list[asr_eval.Case], model: str) -> 
     audio_s = sum(len(c) for c in clips) / asr.RATE
     noise_words = sum(len(w) for w in words[len(cases) :])
     row = asr_eval.summarize(cases, words[: len(cases)], noise_words, found["seconds"] / audio_s)
-    if any(isinstance(c, asr_eval.DisfluentCase) for c in cases):
-        row["after_filler_ok"] = asr_eval.after_filler_share(cases, words[: len(cases)])
     row["peer_failed_clips"] = len(found.get("failed", {}))  # scored with no words
     return {"model": model, "lang": cases[0].lang, "mode": f"{peer} {found['version']}", "refine": None} | row
 
@@ -159,9 +157,6 @@ def main() -> None:
             print(json.dumps(row), flush=True)
         if args.speech in ("real", "disfluent") and lang == "en":
             row = plain_row(cases, model)
-            hyps = row.pop("hyps")
-            if args.speech == "disfluent":
-                row["after_filler_ok"] = asr_eval.after_filler_share(cases, hyps)
             row |= {"device": "cpu int8", "beam": 5, "aligner": "-", "layout": args.speech}
             rows.append(row)
             print(json.dumps(row), flush=True)

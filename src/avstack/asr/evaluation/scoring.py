@@ -135,8 +135,6 @@ def evaluate(
     audio_s = sum(len(c) for c in clips) / asr.RATE
     row = summarize(cases, [list(tr.words) for tr in speech], noise_words, seconds / audio_s)
     head = {"model": settings.model, "lang": cases[0].lang, "mode": mode, "refine": settings.refine}
-    if any(isinstance(c, DisfluentCase) for c in cases):
-        row["after_filler_ok"] = after_filler_share(cases, [list(tr.words) for tr in speech])
     return head | {"vad": settings.vad} | row | {"repetition_loops_cut": loops}
 
 
@@ -157,12 +155,16 @@ def plain_words(cases: Sequence[Case], model: str) -> list[list[asr.Word]]:
 def summarize(cases: list[Case], hyps: list[list[asr.Word]], noise_words: int, rtf: float) -> dict[str, Any]:
     """The harness's figures for words `hyps` (one list per case): recognition, edge errors
     (begin and end apart), signed bias, and the words' confidence against whether they were right
-    (`reliability`: per probability bin, how many words and the share that were recognized)."""
+    (`reliability`: per probability bin, how many words and the share that were recognized); on
+    disfluent takes also the words right after a filler that begin within 50 ms (`after_filler_ok`)."""
     total = CaseScore(0, 0)
     for case, words in zip(cases, hyps):
         for truth, heard in utterances(case.truth, words):
             _add(total, score_case(truth, heard, case.lang))
-    return _summary(cases, hyps, total, noise_words, rtf)
+    row = _summary(cases, hyps, total, noise_words, rtf)
+    if any(isinstance(c, DisfluentCase) for c in cases):
+        row["after_filler_ok"] = after_filler_share(cases, hyps)
+    return row
 
 
 def utterances(
