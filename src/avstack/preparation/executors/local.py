@@ -105,8 +105,10 @@ def map_surviving(
             try:
                 while todo or running:
                     while todo and len(running) < workers:
-                        item = todo.popleft()
-                        running[pool.submit(fn, item)] = item
+                        # taken off the list only once the pool accepts it: a pool that broke
+                        # while the caller handled a result refuses it, and it must not vanish
+                        future = pool.submit(fn, todo[0])
+                        running[future] = todo.popleft()
                     done, _ = wait(running, return_when=FIRST_COMPLETED)
                     for f in done:
                         result = f.result()  # BrokenProcessPool when a worker died
