@@ -35,7 +35,7 @@ bench: setup
 # The main job on the bundled sample data: prepare (frames + audio + ASR), then the
 # input-stack ablation with the offline `deixis` baseline, scored and reported.
 demo: setup
-	$(RUN) prepare samples/ecog_en --out out/demo/prepared --anchors full --asr-model tiny.en --lang en --asr-mode packed
+	$(RUN) prepare samples/ecog_en --out out/demo/prepared --anchors full --asr-model tiny.en --lang en
 	$(RUN) ablate out/demo/prepared --model deixis --drop frame_ts --drop word_ts --out out/demo/ablate
 	$(RUN) view out/demo/prepared out/demo/ablate/full out/demo/ablate/full-no_frame_ts out/demo/ablate/full-no_word_ts --out out/demo/site
 	@echo "report: out/demo/ablate/report.md"

@@ -36,6 +36,15 @@ def prepare(
     ] = "tiny.en",
     lang: Annotated[str, typer.Option(help="ASR language: auto, en, zh, ...")] = "auto",
     device: Annotated[str, typer.Option(help="ASR device: auto, cpu, cuda")] = "auto",
+    asr_compute: Annotated[
+        str,
+        typer.Option(
+            help=(
+                "CTranslate2 compute type: auto (float32 on a CPU: the same words on any CPU; float16 on "
+                "CUDA), or int8, int8_float32, ... (int8 is faster on a CPU, its words depend on the machine)"
+            )
+        ),
+    ] = "auto",
     refine_words: Annotated[
         bool, typer.Option(help="Snap ASR word edges to speech-energy edges (measured: benchmarks/asr_timing.py)")
     ] = True,
@@ -49,7 +58,8 @@ def prepare(
         typer.Option(
             help=(
                 "auto (batched on a GPU, else single), single, batched, or packed "
-                "(several short clips per Whisper window: faster on a CPU, shared context)"
+                "(several short clips per Whisper window: faster on a CPU, but a clip's words "
+                "then depend on its neighbours)"
             )
         ),
     ] = "auto",
@@ -89,6 +99,7 @@ def prepare(
             max_pixels=max_pixels or DEFAULT_MAX_PIXELS,
             jpeg_quality=jpeg_quality,
             asr_device=device,
+            asr_compute=asr_compute,
             asr_refine=refine_words,
             asr_aligner=aligner,
             asr_fillers=fillers,

@@ -164,6 +164,7 @@ def realign(
     threads: int,
     window_s: int = WINDOW_S,
     regions: list[tuple[int, int]] | None = None,
+    compute_type: str = "auto",
 ) -> list[Word]:
     """`words` with begin and end from `aligner`'s cross-attention over `samples` (the clip's audio)
     in windows of `window_s`; text and probability unchanged. The windows hold the clip's speech
@@ -174,7 +175,7 @@ def realign(
 
     if not words:
         return words
-    model = load_model(aligner, device, threads, replicas())
+    model = load_model(aligner, device, threads, replicas(), compute_type)
     tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=language)
     span = speech_span(len(samples), voiced_regions(samples) if regions is None else regions, VAD_PAD_S)
     out = list(words)

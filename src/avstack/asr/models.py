@@ -12,6 +12,8 @@ from importlib import util as importlib_util
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 
 def cache_dir() -> Path:
     return Path(os.environ.get("AVSTACK_CACHE", Path.home() / ".cache" / "avstack"))
@@ -72,22 +74,39 @@ def resolve_model(name: str) -> str:
     return str(path) if path else name
 
 
-def pick_device(device: str) -> tuple[str, str]:
-    """(device, compute_type): CUDA float16 when a GPU is there, else CPU int8."""
+# CTranslate2 compute types a user may ask for; "auto" is the reproducible default (pick_device)
+COMPUTE_TYPES = (
+    "auto", "float32", "int8", "int8_float32", "int16", "float16", "int8_float16", "bfloat16", "int8_bfloat16",
+)
+# On a CPU, float32 is the compute type whose words do not depend on the machine: int8's GEMMs are
+# integer kernels that Intel MKL and oneDNN (what CTranslate2 picks on AMD) round and saturate
+# differently, so the same clip gave other words with CT2_USE_MKL=0 and =1 and under a lower ISA
+# (9 to 16 of 23 clips); float32 gave the same words and times under every one of those settings
+# (benchmarks/same_words.py, docs/reproducibility.md), at about 1.25x int8's time.
+REPRODUCIBLE_CPU_COMPUTE = "float32"
+
+
+def pick_device(device: str, compute_type: str = "auto") -> tuple[str, str]:
+    """(device, compute_type): CUDA float16 when a GPU is there, else the CPU in float32 (the
+    same words on any CPU, see REPRODUCIBLE_CPU_COMPUTE); an explicit compute type is kept."""
+    if compute_type not in COMPUTE_TYPES:
+        raise ValueError(f"compute type: expected one of {', '.join(COMPUTE_TYPES)}, got {compute_type!r}")
     if device == "auto":
         import ctranslate2
 
         device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
-    return device, ("float16" if device == "cuda" else "int8")
+    if compute_type == "auto":
+        compute_type = "float16" if device == "cuda" else REPRODUCIBLE_CPU_COMPUTE
+    return device, compute_type
 
 
 @lru_cache(maxsize=4)
-def load_model(name: str, device: str = "auto", threads: int = 1, replicas: int = 1) -> Any:
+def load_model(name: str, device: str = "auto", threads: int = 1, replicas: int = 1, compute_type: str = "auto") -> Any:
     """Loaded once per process and reused for every clip. `threads` is the CPU threads of one
     transcription: a fixed number, never "whatever the cores are", because on some CPU back-ends
     (MKL) the numbers move with it; parallelism comes from `replicas` transcriptions side by side
     (or from worker processes), each with its own `threads`."""
-    dev, compute = pick_device(device)
+    dev, compute = pick_device(device, compute_type)
     one_blas_thread()
     return _whisper_class()(
         resolve_model(name), device=dev, compute_type=compute, cpu_threads=threads, num_workers=replicas
@@ -104,7 +123,7 @@ def one_blas_thread() -> None:
     threadpool_limits(1, user_api="blas")
 
 
-def seeded_model(name: str, device: str, threads: int, seed: int) -> Any:
+def seeded_model(name: str, device: str, threads: int, seed: int, compute_type: str = "auto") -> Any:
     """A model whose sampler starts from `seed`. CTranslate2 seeds each decoding thread's
     generator once, at that thread's first draw, from the global seed of that moment; a model
     loaded now has fresh decoding threads, so its first sampled transcription starts from `seed`
@@ -113,7 +132,7 @@ def seeded_model(name: str, device: str, threads: int, seed: int) -> Any:
     import ctranslate2
 
     ctranslate2.set_random_seed(seed)
-    dev, compute = pick_device(device)
+    dev, compute = pick_device(device, compute_type)
     return _whisper_class()(resolve_model(name), device=dev, compute_type=compute, cpu_threads=threads)
 
 
@@ -140,6 +159,10 @@ def _whisper_class() -> Any:
     from faster_whisper import WhisperModel
 
     class TrackedWhisper(WhisperModel):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.feature_extractor = exact_features(self.feature_extractor)
+
         def generate_with_fallback(self, *args: Any, **kwargs: Any) -> Any:
             result = super().generate_with_fallback(*args, **kwargs)
             if result[2] > 0:  # (result, avg_logprob, temperature, compression_ratio)
@@ -150,3 +173,35 @@ def _whisper_class() -> Any:
 
 
 SEED_LOCK = threading.Lock()
+
+
+def exact_features(upstream: Any) -> Any:
+    """faster-whisper's log-mel feature extractor, computed in float64 and rounded to float32 once.
+    Upstream computes it in float32: its mel product is an OpenBLAS SGEMM whose summation order
+    follows the CPU's kernel (Haswell, SkylakeX, Zen...) and its log10 a SIMD routine chosen by
+    the CPU's features, so the features, and near a tie the words, moved with the machine. In
+    float64 those differences sit some 29 bits below float32's last digit and vanish in the
+    rounding (tests/test_same_words.py runs the kernels and ISAs side by side)."""
+    from faster_whisper.feature_extractor import FeatureExtractor
+
+    class ExactFeatures(FeatureExtractor):
+        def __call__(self, waveform: np.ndarray, padding: int = 160, chunk_length: int | None = None) -> np.ndarray:
+            if chunk_length is not None:
+                self.n_samples = chunk_length * self.sampling_rate
+                self.nb_max_frames = self.n_samples // self.hop_length
+            x = np.asarray(waveform, dtype=np.float64)
+            if padding:
+                x = np.pad(x, (0, padding))
+            window = np.hanning(self.n_fft + 1)[:-1]
+            spec = self.stft(x, self.n_fft, self.hop_length, window=window, return_complex=True)[..., :-1]
+            power = spec.real**2 + spec.imag**2
+            log_spec = np.log10(np.maximum(self.filters64 @ power, 1e-10))
+            log_spec = np.maximum(log_spec, log_spec.max() - 8.0)
+            return ((log_spec + 4.0) / 4.0).astype(np.float32)
+
+    out = ExactFeatures.__new__(ExactFeatures)
+    out.__dict__.update(upstream.__dict__)
+    out.filters64 = FeatureExtractor.get_mel_filters(
+        upstream.sampling_rate, upstream.n_fft, n_mels=upstream.mel_filters.shape[0]
+    ).astype(np.float64)
+    return out

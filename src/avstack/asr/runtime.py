@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from avstack.asr.models import cache_dir
+from avstack.asr.models import REPRODUCIBLE_CPU_COMPUTE, cache_dir
 
 _PROBE = """
 import os, sys
@@ -105,8 +105,13 @@ def cpu_dispatch(model_path: str, compute_type: str) -> dict[str, str]:
     return found
 
 
+MACHINE_FIELDS = ("cpu", "isa", "mkl", "gemm_s8", "sgemm")  # what the CPU dispatch put in a record
+
+
 def runtime(model_path: str, device: str, compute_type: str, threads: int) -> dict[str, Any]:
-    """The record of what a transcription ran on; equal dicts give equal results on CPU."""
+    """The record of what a transcription ran on; equal dicts give equal results on CPU.
+    `machine_independent` says whether the words are the same on any CPU (float32, see
+    asr.models.REPRODUCIBLE_CPU_COMPUTE) or only where this dispatch is the same."""
     out: dict[str, Any] = {
         "faster_whisper": _version("faster-whisper"),
         "ctranslate2": _version("ctranslate2"),
@@ -117,17 +122,27 @@ def runtime(model_path: str, device: str, compute_type: str, threads: int) -> di
     if device == "cpu":
         out["cpu"] = _cpu_identity()["model"]
         out |= {k: v for k, v in cpu_dispatch(model_path, compute_type).items() if k != "compute"}
+    out["machine_independent"] = device == "cpu" and compute_type == REPRODUCIBLE_CPU_COMPUTE
     return out
 
 
+def words_depend_on(rt: dict[str, Any]) -> dict[str, Any]:
+    """The part of a runtime record the words depend on (the ASR cache key): on the reproducible
+    CPU path not the CPU, its ISA or its GEMM back-end, so a cache made on an Intel machine serves
+    an AMD one; on any other path all of it, so an entry made elsewhere is never reused."""
+    if rt.get("machine_independent"):
+        return {k: v for k, v in rt.items() if k not in MACHINE_FIELDS}
+    return rt
+
+
 @lru_cache(maxsize=16)
-def _runtime_of(model: str, device: str, threads: int) -> str:
+def _runtime_of(model: str, device: str, threads: int, compute_type: str) -> str:
     from avstack.asr.models import pick_device, resolve_model
 
-    dev, compute = pick_device(device)
+    dev, compute = pick_device(device, compute_type)
     return json.dumps(runtime(resolve_model(model), dev, compute, threads), sort_keys=True)
 
 
 def runtime_of(settings: Any) -> dict[str, Any]:
-    """`runtime` for an AsrSettings (model, device, threads), computed once per process."""
-    return json.loads(_runtime_of(settings.model, settings.device, settings.threads))
+    """`runtime` for an AsrSettings (model, device, threads, compute type), computed once per process."""
+    return json.loads(_runtime_of(settings.model, settings.device, settings.threads, settings.compute_type))

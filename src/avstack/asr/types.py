@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-ASR_VERSION = 3  # bump when post-processing changes, so cached ASR is recomputed
+ASR_VERSION = 4  # bump when post-processing changes, so cached ASR is recomputed
 
 
 RATE = 16_000
@@ -28,6 +28,10 @@ class AsrSettings:
     # CPU threads of one transcription: fixed, so results never depend on the worker count or
     # the machine's cores (clips run side by side for speed; see asr.runtime)
     threads: int = 1
+    # CTranslate2's compute type: "auto" is float32 on a CPU (the same words on any CPU, GEMM
+    # back-end and instruction set: asr.models.REPRODUCIBLE_CPU_COMPUTE) and float16 on CUDA;
+    # "int8" is faster on a CPU but its words depend on the machine (recorded in `runtime`)
+    compute_type: str = "auto"
 
     @property
     def fixed_language(self) -> str | None:

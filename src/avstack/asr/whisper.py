@@ -116,7 +116,7 @@ def _cross_attention_times(
         regions = voiced_regions(samples)
     if timer and words:
         try:
-            words = realign(words, samples, timer[0], language, s.device, s.threads, timer[1], regions)
+            words = realign(words, samples, timer[0], language, s.device, s.threads, timer[1], regions, s.compute_type)
         except Exception as exc:  # noqa: BLE001 - the transcription's own times still stand
             dropped.append(f"aligner {timer[0]} failed ({type(exc).__name__}: {exc}); the transcription's times kept")
     return words, regions
@@ -191,7 +191,7 @@ def transcribe_batch(
     lengths = [_on_grid(len(clips[i])) for i in todo]
     starts = np.cumsum([0] + lengths) / RATE
     windows = [{"start": float(starts[k]), "end": float(starts[k] + len(clips[i]) / RATE)} for k, i in enumerate(todo)]
-    pipe = BatchedInferencePipeline(load_model(s.model, s.device, s.threads))
+    pipe = BatchedInferencePipeline(load_model(s.model, s.device, s.threads, 1, s.compute_type))
     joined = np.zeros(sum(lengths), np.float32)
     for k, i in enumerate(todo):
         at = int(round(starts[k] * RATE))
@@ -258,12 +258,13 @@ def transcribe_words(
         temperature=[0.0] if packed else [0.0, 0.2, 0.4],
         compression_ratio_threshold=None if packed else REPETITIVE,
     )
-    segments, info, sampled = _decode(load_model(s.model, s.device, s.threads, replicas()), samples, options)
+    model = load_model(s.model, s.device, s.threads, replicas(), s.compute_type)
+    segments, info, sampled = _decode(model, samples, options)
     if sampled:
         # the fallback sampled: decoded again from a seed of this audio alone, so the words do not
         # depend on what this process (or thread, or worker) transcribed before
         with SEED_LOCK:
-            model = seeded_model(s.model, s.device, s.threads, clip_seed(samples))
+            model = seeded_model(s.model, s.device, s.threads, clip_seed(samples), s.compute_type)
             segments, info, _ = _decode(model, samples, options)
     dropped: list[str] = []
     kept = [_segment_words(seg, 0.0, dropped, not packed) for seg in segments]

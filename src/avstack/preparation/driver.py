@@ -119,7 +119,7 @@ def prepare(
 def _asr_on_gpu(s: PrepareSettings) -> bool:
     from avstack import asr
 
-    return asr.pick_device(s.asr_device)[0] == "cuda"
+    return asr.pick_device(s.asr_device, s.asr_compute)[0] == "cuda"
 
 
 def _ray_gpus(address: str | None) -> int:

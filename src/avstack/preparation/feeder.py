@@ -179,6 +179,10 @@ def asr_mode(s: PrepareSettings) -> str:
     `auto` (avstack.jobplan: the one place that chooses)."""
     if s.asr_mode not in ASR_MODES:
         raise ValueError(f"asr_mode: expected one of {', '.join(ASR_MODES)}, got {s.asr_mode!r}")
+    from avstack.asr.models import COMPUTE_TYPES  # the ASR package is heavy: only when asked
+
+    if s.asr_compute not in COMPUTE_TYPES:
+        raise ValueError(f"asr_compute: expected one of {', '.join(COMPUTE_TYPES)}, got {s.asr_compute!r}")
     if "asr" not in s.anchors or s.asr_mode == "auto":
         return "single"
     return s.asr_mode

@@ -7,24 +7,23 @@ What is chosen, and why (measured in benchmarks/floor.py and benchmarks/short_fu
   (avstack.spans) that its threads decode side by side, so one long clip uses every core, and
   when the workers outnumber the clips left the idle cores go to those clips' spans (while all
   workers are busy the threads only share the cores: decoding threads wait, never spin).
-- ASR mode (`auto`): on a GPU, batched. On a CPU, packed when at least two clips with audio are
-  short enough to share Whisper's window (the median duration under PACK_MEDIAN_S): Whisper pads
-  every input to 30 s, so a 5 s clip alone pays for 30; else single.
+- ASR mode (`auto`): on a GPU, batched (one window per clip, the clips independent sequences of
+  one batch). On a CPU, single: each clip decoded alone, so its words are a property of the clip
+  and never of the clips prepared beside it, their names or their order. Packing several short
+  clips into one Whisper window is faster on a CPU (Whisper pads every input to 30 s) but made a
+  clip's words change with the folder it was in (6 of 8 clips in a subset folder, 14 of 23 with
+  the files renamed), so it is only used when asked for (`--asr-mode packed`).
 Only what the user left at its default is chosen; an explicit setting is kept as given.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from avstack.limits import cores
-
-PACK_MEDIAN_S = 12.0  # at least two clips per 28 s window, with the pauses between them
-SAMPLED_CLIPS = 32  # durations read from this many clips (headers only), spread over the job
 
 
 @dataclass(frozen=True)
@@ -36,23 +35,6 @@ class JobPlan:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self) | {"why": list(self.why)}
-
-
-def header_duration_s(path: Path) -> float | None:
-    """The container's stated duration (no packet is read); None when it does not say."""
-    import av
-
-    try:
-        with av.open(str(path)) as c:
-            return c.duration / 1_000_000 if c.duration else None
-    except (av.FFmpegError, OSError):
-        return None
-
-
-def sample_durations(paths: Sequence[Path], n: int = SAMPLED_CLIPS) -> list[float]:
-    step = max(1, len(paths) // n)
-    found = [header_duration_s(p) for p in list(paths)[::step][:n]]
-    return [d for d in found if d is not None]
 
 
 def plan_job(
@@ -85,22 +67,14 @@ def plan_job(
             "clips do not run on one core while the others idle"
         )
     if asr_mode == "auto" and wants_asr:
-        asr_mode, reason = _asr_mode(paths, on_gpu)
+        asr_mode, reason = _asr_mode(on_gpu)
         why.append(reason)
     elif asr_mode == "auto":
         asr_mode = "single"
     return JobPlan(workers, threads, asr_mode, tuple(why))
 
 
-def _asr_mode(paths: Sequence[Path], on_gpu: bool) -> tuple[str, str]:
+def _asr_mode(on_gpu: bool) -> tuple[str, str]:
     if on_gpu:
-        return "batched", "ASR batched: a GPU is there"
-    if len(paths) < 2:
-        return "single", "ASR single: one clip"
-    durations = sample_durations(paths)
-    if not durations:
-        return "single", "ASR single: no clip states its duration"
-    median = statistics.median(durations)
-    if median <= PACK_MEDIAN_S:
-        return "packed", f"ASR packed: CPU, clips short (median {median:.1f} s of {len(durations)} read)"
-    return "single", f"ASR single: CPU, clips long (median {median:.1f} s) for sharing a window"
+        return "batched", "ASR batched: a GPU is there (one window per clip, independent sequences)"
+    return "single", "ASR single: CPU, each clip decoded alone (its words depend on its audio only)"

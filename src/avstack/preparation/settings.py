@@ -40,11 +40,15 @@ class PrepareSettings:
     asr_vad: bool = True
     # auto: batched on a GPU, else single | single: each clip alone, in its worker | batched: one
     # window per clip, batched (BatchedInferencePipeline) | packed: short clips laid end to end, one
-    # window for several (asr.transcribe_packed: much faster on a CPU; neighbours share context)
+    # window for several (asr.transcribe_packed: faster on a CPU, but a clip's words then depend
+    # on its neighbours, so it is never chosen for you: docs/reproducibility.md)
     asr_mode: str = "auto"
     asr_batch: int = 16  # clips per batch when batched
     asr_refine: bool = True  # snap word edges to speech-energy edges (see benchmarks/asr_timing.py)
     asr_threads: int = 1  # CPU threads of one transcription: fixed, so words never depend on workers or cores
+    # CTranslate2 compute type (asr.AsrSettings.compute_type): auto = float32 on a CPU (the same
+    # words on any CPU), float16 on CUDA; int8 is faster on a CPU and machine-dependent
+    asr_compute: str = "auto"
     # what times the words (asr.AsrSettings.aligner): auto (= acoustic: phone HMMs on the clip's
     # own audio for English, else the transcriber's own), self, none, or a model name (asr.align)
     asr_aligner: str = "auto"

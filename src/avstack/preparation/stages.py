@@ -123,6 +123,7 @@ def asr_settings_of(job: ClipJob, s: PrepareSettings) -> Any:
         vad=s.asr_vad,
         refine=s.asr_refine,
         threads=s.asr_threads,
+        compute_type=s.asr_compute,
         # resolved here, so the cache key names the model that timed the words
         aligner=asr.aligner_setting(s.asr_aligner, s.asr_model),
         fillers=s.asr_fillers,
@@ -131,6 +132,7 @@ def asr_settings_of(job: ClipJob, s: PrepareSettings) -> Any:
 
 def asr_cache_path(audio: dict[str, Any], settings: Any, out: Path, mode: str = "single", group: str = "") -> Path:
     from avstack import asr
+    from avstack.asr.runtime import words_depend_on
 
     # what the words depend on: the audio, the settings, the code, and what the engine ran on (a
     # node of another CPU kind computes its own); packed and batched words differ from a clip
@@ -140,7 +142,7 @@ def asr_cache_path(audio: dict[str, Any], settings: Any, out: Path, mode: str = 
         "audio": audio["sha256"],
         "asr": asdict(settings),
         "impl": asr.ASR_VERSION,
-        "runtime": asr.runtime_of(settings),
+        "runtime": words_depend_on(asr.runtime_of(settings)),
     }
     if mode != "single":
         parts |= {"mode": mode, "group": group}

@@ -4,6 +4,7 @@ fast stretches), each word's true begin and end known to the sample."""
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -132,10 +133,17 @@ _SCHEME = """(voice_{voice})
 """
 
 
+@functools.lru_cache(maxsize=8)
 def festival_available(voice: str = "kal_diphone") -> bool:
+    """festival is installed and has this voice (a voice is a package of its own: festvox-kallpc16k
+    is kal_diphone, festvox-kdlpc16k ked_diphone)."""
     import shutil
+    import subprocess
 
-    return shutil.which("festival") is not None
+    if shutil.which("festival") is None:
+        return False
+    probe = subprocess.run(["festival", "-b", f"(voice_{voice})"], capture_output=True, timeout=60)
+    return probe.returncode == 0 and b"not defined" not in probe.stderr + probe.stdout
 
 
 def festival_utterance(text: str, voice: str) -> tuple[np.ndarray, list[dict[str, Any]]]:

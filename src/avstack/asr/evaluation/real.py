@@ -49,9 +49,23 @@ def praatio_examples(cache: Path | None = None) -> Path | None:
     for sdist in cache.glob("praatio-*.tar.gz"):
         with tarfile.open(sdist) as tar:
             members = [m for m in tar.getmembers() if "/examples/files/" in m.name and m.isfile()]
-            tar.extractall(cache, members=members, filter="data")
+            _extract_plain_files(tar, members, cache)
     found = sorted(cache.glob("praatio-*/examples/files"))
     return found[-1] if found else None
+
+
+def _extract_plain_files(tar: Any, members: list[Any], into: Path) -> None:
+    """Regular files only, each inside `into`. Python's "data" extraction filter says this, but it
+    arrived in 3.11.4 / 3.10.12, and the project runs on every 3.10 and 3.11 patch release."""
+    root = into.resolve()
+    for m in members:
+        target = (root / m.name).resolve()
+        if not m.isfile() or root not in target.parents:
+            raise ValueError(f"{m.name}: expected a plain file inside the archive, found a link or an outside path")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = tar.extractfile(m)
+        assert source is not None  # a regular member always has its bytes
+        target.write_bytes(source.read())
 
 
 _TG_TOKEN = re.compile(r'"((?:[^"]|"")*)"|(?<![\w.])(-?\d+(?:\.\d+)?(?:[eE]-?\d+)?)(?![\w.])')
