@@ -27,11 +27,10 @@ CLIPS = ("指令4/l3_left.mp4", "指令5/l4_place_pick.mp4", "指令2/l2_pick.mp
 MACHINES = {
     "oneDNN": {"CT2_USE_MKL": "0"},
     "MKL": {"CT2_USE_MKL": "1"},
-    "AVX2": {"CT2_FORCE_CPU_ISA": "AVX2"},
     "AVX": {"CT2_FORCE_CPU_ISA": "AVX"},
-    "oneDNN+AVX, Haswell BLAS, no AVX-512 NumPy": {
+    "oneDNN+AVX2, Haswell BLAS, no AVX-512 NumPy": {
         "CT2_USE_MKL": "0",
-        "CT2_FORCE_CPU_ISA": "AVX",
+        "CT2_FORCE_CPU_ISA": "AVX2",
         "OPENBLAS_CORETYPE": "Haswell",
         "NPY_DISABLE_CPU_FEATURES": "AVX512F AVX512CD AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL",
     },
@@ -91,8 +90,22 @@ def _words_under(env: dict[str, str], paths: list[str]) -> dict[str, list[list]]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def test_a_clips_words_are_the_same_under_every_gemm_backend_and_instruction_set():
-    paths = [str(SAMPLES / c) for c in CLIPS]
+# two held-out festival sentences whose words moved with the machine under int8 (measured on an
+# Intel Xeon: under CT2_FORCE_CPU_ISA=AVX "Put the ramp up onto the floor." became "... up
+# something floor." and "Take that to lock the table..." "Take that the law of the table...")
+MOVED_UNDER_INT8 = ((91005, "ked_diphone"), (91014, "kal_diphone"))
+
+
+def test_a_clips_words_are_the_same_under_every_gemm_backend_and_instruction_set(tmp_path):
+    import soundfile as sf
+
+    from avstack.asr.evaluation.cases import connected_case, festival_available
+
+    paths = [str(SAMPLES / c) for c in CLIPS[:2]]
+    for seed, voice in MOVED_UNDER_INT8:
+        if festival_available(voice):  # the samples alone otherwise (they held under int8 too)
+            sf.write(tmp_path / f"{seed}.wav", connected_case(seed, voice).audio, 16_000)
+            paths.append(str(tmp_path / f"{seed}.wav"))
     here = _words_under({}, paths)
     assert sum(len(w) for w in here.values()) >= 10, here
     differ = {name: [p for p in paths if _words_under(env, paths)[p] != here[p]] for name, env in MACHINES.items()}
