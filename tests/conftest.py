@@ -18,6 +18,27 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
+# the reference files the tests read, shipped with the tests (gzip -9n of ../shared's copies), so a
+# clone on its own runs them; tests/test_docs.py checks they equal ../shared's where it is there
+REFERENCE = Path(__file__).resolve().parent / "data" / "reference"
+
+
+def reference_file(*parts: str) -> Path:
+    """tests/data/reference/<parts>, unpacked once into a cache folder beside the tests' own."""
+    import gzip
+
+    packed = REFERENCE.joinpath(*parts).with_name(parts[-1] + ".gz")
+    if not packed.exists():
+        raise FileNotFoundError(f"{packed}: expected a shipped reference file, found none")
+    out = Path(__file__).resolve().parent / ".reference-cache" / Path(*parts)
+    if not out.exists() or out.stat().st_mtime < packed.stat().st_mtime:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(out.suffix + ".tmp")
+        tmp.write_bytes(gzip.decompress(packed.read_bytes()))
+        tmp.replace(out)
+    return out
+
+
 def _layouts() -> list:
     from avstack.tasks import all_layouts
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 from avstack_cli.app import app
-from conftest import shared_path
+from conftest import reference_file, shared_path
 from typer.testing import CliRunner
 
 from avstack.tasks.ecog import GtClip, score
@@ -12,7 +12,7 @@ METRICS = ("acc_cls", "acc_s", "acc_t", "acc_eco", "acc_seq")
 
 
 def _reference(name):
-    return json.loads(shared_path("ecog", "reference", f"{name}.json").read_text())
+    return json.loads(reference_file("ecog", f"{name}.json").read_text())
 
 
 @pytest.mark.parametrize("name", ["edge", "dev"])
@@ -94,3 +94,18 @@ def test_missing_prediction_and_bad_gt_lines_are_counted(tmp_path):
     assert any("'x'" in e for e in errors)
     res = score(clips, [], errors).to_json()
     assert res["counts"]["missing_predictions"] == 1 and res["counts"]["gt_errors"] == 2
+
+
+SHIPPED = (
+    ("ecog", "reference", "edge.json"),
+    ("ecog", "reference", "dev.json"),
+    ("egogapbench", "coco_default.bundles.jsonl"),
+    ("egogapbench", "coco_egoplan.bundles.jsonl"),
+    ("egogapbench", "wikimedia_default.bundles.jsonl"),
+)
+
+
+def test_the_shipped_reference_files_are_the_shared_ones_byte_for_byte():
+    """The tests read the copies in tests/data/reference (a clone on its own has no ../shared)."""
+    differ = [p for p in SHIPPED if reference_file(p[0], p[-1]).read_bytes() != shared_path(*p).read_bytes()]
+    assert not differ, differ

@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 from avstack_cli.app import app
-from conftest import shared_path
+from conftest import reference_file
 from fake_http import JsonHandler
 from typer.testing import CliRunner
 
@@ -36,7 +36,7 @@ def _without_eval_prompt(src, dst):
 
 @pytest.mark.parametrize("name", FILES)
 def test_prompts_rebuilt_byte_for_byte(name, tmp_path):
-    src = shared_path("egogapbench", f"{name}.bundles.jsonl")
+    src = reference_file("egogapbench", f"{name}.bundles.jsonl")
     truth = {i.uid: i.eval_prompt for i in load_bundles(src)}
     items = load_bundles(_without_eval_prompt(src, tmp_path / "b.jsonl"))
     assert all(i.eval_prompt is None for i in items)
@@ -46,8 +46,8 @@ def test_prompts_rebuilt_byte_for_byte(name, tmp_path):
 
 
 def test_egoplan_rebuilt_from_default_file():
-    default = load_bundles(shared_path("egogapbench", "coco_default.bundles.jsonl"))
-    egoplan = {i.uid: i.eval_prompt for i in load_bundles(shared_path("egogapbench", "coco_egoplan.bundles.jsonl"))}
+    default = load_bundles(reference_file("egogapbench", "coco_default.bundles.jsonl"))
+    egoplan = {i.uid: i.eval_prompt for i in load_bundles(reference_file("egogapbench", "coco_egoplan.bundles.jsonl"))}
     assert sum(build_prompt(i, "egoplan") == egoplan[i.uid] for i in default) == 1000
 
 
@@ -158,7 +158,7 @@ def test_shuffle_and_option_ablations_keep_the_key(tmp_path):
 
 
 def test_exclusion_style_is_default_plus_the_rule():
-    items = load_bundles(shared_path("egogapbench", "wikimedia_default.bundles.jsonl"))
+    items = load_bundles(reference_file("egogapbench", "wikimedia_default.bundles.jsonl"))
     for item in items[:5]:
         ex, de = build_prompt(item, "exclusion"), build_prompt(item, "default")
         assert ex.replace(EXCLUSION_RULE, "") == de
@@ -266,7 +266,7 @@ def test_openai_backend_on_egogap_and_report(tmp_path, monkeypatch):
 
 
 def test_ms_swift_export_splits_by_image(tmp_path):
-    items = load_bundles(shared_path("egogapbench", "coco_default.bundles.jsonl"))
+    items = load_bundles(reference_file("egogapbench", "coco_default.bundles.jsonl"))
     res = export_ms_swift(items, tmp_path / "sft", test_fraction=0.2, rationales={items[0].uid: "I am the umpire."})
     train = [json.loads(x) for x in (tmp_path / "sft" / "train.jsonl").read_text().splitlines()]
     test = [json.loads(x) for x in (tmp_path / "sft" / "test.jsonl").read_text().splitlines()]
