@@ -130,11 +130,19 @@ def transcribe(
     refine: Annotated[bool, typer.Option(help="Snap word edges to speech-energy edges")] = True,
     aligner: Annotated[str, typer.Option(help=ALIGN_HELP)] = "auto",
     fillers: Annotated[bool, typer.Option(help="Report the fillers found (um, uh, er) as words too")] = False,
+    compute: Annotated[
+        str, typer.Option(help="CTranslate2 compute type: auto (float32 on a CPU, the same words anywhere), int8, ...")
+    ] = "auto",
 ) -> None:
     """Print word-level ASR JSON (EcoG annotations shape), one line per file."""
     from avstack.asr import AsrSettings, transcribe_file
+    from avstack.asr.models import COMPUTE_TYPES
 
-    settings = AsrSettings(model=model, device=device, language=lang, refine=refine, aligner=aligner, fillers=fillers)
+    if compute not in COMPUTE_TYPES:
+        raise typer.BadParameter(f"expected one of {', '.join(COMPUTE_TYPES)}, got {compute!r}", param_hint="--compute")
+    settings = AsrSettings(
+        model=model, device=device, language=lang, refine=refine, aligner=aligner, fillers=fillers, compute_type=compute
+    )
     failed = 0
     for path in paths:
         try:
