@@ -266,7 +266,13 @@ def ablate(
     until: Annotated[
         str, typer.Option(help="all: every clip; decided: rounds of clips until every contrast is decided")
     ] = "all",
-    round_size: Annotated[int, typer.Option("--round", help="--until decided: clips per round")] = 50,
+    round_size: Annotated[
+        int | None,
+        typer.Option(
+            "--round",
+            help="--until decided: items per round (default: growing rounds, a look after 10, 15, 23, 35, ... items)",
+        ),
+    ] = None,
     precision: Annotated[
         float | None, typer.Option(help="--until decided: also stop when every interval is narrower (0-1)")
     ] = None,

@@ -258,3 +258,38 @@ def test_decide_stops_early_on_a_clear_effect_and_runs_out_on_none():
     assert not d.decided and d.stopped_at == 811 and d.why == "clips ran out"
     d = decide(none, round_size=50, precision=0.3)
     assert d.decided and d.why == "precision reached" and all(i.width < 0.3 for i in d.intervals)
+
+
+def test_growing_rounds_look_early_and_often_on_a_small_set():
+    from avstack.analysis.sequential import look_points
+
+    assert look_points(40) == [10, 15, 23, 35, 40]  # by hand: 10, ceil(15), ceil(22.5), ceil(34.5), the end
+    assert look_points(7) == [7] and look_points(0) == []
+    assert look_points(120, 50) == [50, 100, 120]  # an explicit --round keeps its fixed rounds
+    assert len(look_points(10_000)) == 18
+
+
+def test_a_40_question_ablation_with_a_clear_difference_stops_before_asking_everything():
+    from avstack.analysis.sequential import ask_until_decided
+
+    ids = [f"q{i}" for i in range(40)]
+    seen = []
+
+    def ask(asked):  # stack a right on every question, stack b wrong: paired differences of 1
+        seen.append(len(asked))
+        return [[1.0] * len(asked)]
+
+    asked, d = ask_until_decided(ids, None, ask)
+    assert d.decided and len(asked) < 40 and 2 * len(asked) < 80, (seen, d)
+    asked50, d50 = ask_until_decided(ids, 50, ask)  # the old fixed round of 50 asked all 40
+    assert len(asked50) == 40
+
+
+def test_growing_looks_keep_the_error_under_alpha_by_simulation():
+    """Under no difference, stopping at any of the growing looks decides wrongly at most alpha of
+    the time (the confidence sequence is valid at every n; 400 simulated ablations of 300)."""
+    from avstack.analysis.sequential import decide
+
+    rng = np.random.default_rng(11)
+    wrong = sum(decide([rng.choice([-1.0, 0.0, 1.0], size=300, p=[0.2, 0.6, 0.2])]).decided for _ in range(400))
+    assert wrong / 400 <= 0.05, wrong

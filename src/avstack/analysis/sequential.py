@@ -87,19 +87,42 @@ class Decision:
     intervals: tuple[Interval, ...]  # per contrast, at the stop
 
 
+# growing rounds (round_size None): the first look after FIRST_LOOK items, each next round GROWTH
+# times the items asked so far. A set of a few dozen items gets several looks (10, 15, 23, 35, 40
+# of 40: look_points) and a large one few (18 looks for 10,000): the confidence sequence covers the mean
+# at every n at once, so it is valid under any look schedule, and looking is free
+FIRST_LOOK = 10
+GROWTH = 1.5
+
+
+def look_points(n: int, round_size: int | None = None) -> list[int]:
+    """The item counts after which a look is taken: every `round_size` items, or growing rounds."""
+    if n <= 0:
+        return []
+    if round_size is not None:
+        if round_size < 1:
+            raise ValueError(f"--round: expected a positive number of items, got {round_size}")
+        return [*range(round_size, n, round_size), n]
+    ends, end = [], FIRST_LOOK
+    while end < n:
+        ends.append(end)
+        end = max(end + 1, math.ceil(end * GROWTH))
+    return [*ends, n]
+
+
 def decide(
     contrasts: Sequence[Sequence[float]],
-    round_size: int,
+    round_size: int | None = None,
     alpha: float = 0.05,
     precision: float | None = None,
 ) -> Decision:
-    """Walk the clips in rounds of `round_size` (the diffs in the order they were asked) and stop
+    """Walk the clips in rounds (the diffs in the order they were asked; `look_points`) and stop
     after the first round where every contrast's interval excludes zero or is narrower than
     `precision`; alpha is shared among the contrasts."""
     n = min(len(c) for c in contrasts)
     each = alpha / max(1, len(contrasts))
     seqs = [confidence_sequence(list(c)[:n], each) for c in contrasts]
-    for end in [*range(round_size, n, round_size), n]:
+    for end in look_points(n, round_size):
         now = tuple(s[end - 1] for s in seqs)
         if all(i.excludes_zero() or (precision is not None and i.width < precision) for i in now):
             why = "every interval excludes zero" if all(i.excludes_zero() for i in now) else "precision reached"
@@ -109,32 +132,33 @@ def decide(
 
 def ask_until_decided(
     ids: Sequence[str],
-    round_size: int,
+    round_size: int | None,
     ask: Callable[[list[str]], list[list[float]]],
     alpha: float = 0.05,
     precision: float | None = None,
     seed: int = 0,
 ) -> tuple[list[str], Decision]:
-    """Ask the items in a seeded random order, `round_size` more each round (`ask` answers the
-    items asked so far under every stack and gives each contrast's paired differences, in that
-    order), until `decide` stops; (the items asked, the decision)."""
+    """Ask the items in a seeded random order, a round more each time (`look_points`: every
+    `round_size` items, or growing rounds when None; `ask` answers the items asked so far under
+    every stack and gives each contrast's paired differences, in that order), until `decide`
+    stops; (the items asked, the decision)."""
     order = sorted(ids)
     if not order:
         raise ValueError("--until decided: there is nothing to ask (no usable item)")
     random.Random(seed).shuffle(order)
-    asked: list[str] = []
-    while True:
-        asked = order[: len(asked) + round_size]
+    for end in look_points(len(order), round_size):
+        asked = order[:end]
         decision = decide(ask(asked), round_size, alpha, precision)
-        if decision.decided or len(asked) == len(order):
+        if decision.decided or end == len(order):
             return asked, decision
+    raise AssertionError("look_points always ends at the item count")
 
 
 def stop_record(
     d: Decision,
     names: list[str],
     n_stacks: int,
-    round_size: int,
+    round_size: int | None,
     alpha: float,
     precision: float | None,
     seed: int,
@@ -153,7 +177,7 @@ def stop_record(
         "metric": metric,
         "alpha": alpha,
         "precision": precision,
-        "round": round_size,
+        "round": round_size if round_size is not None else f"growing ({FIRST_LOOK}, then x{GROWTH})",
         "seed": seed,
         "contrasts": {
             f"{names[0]} - {name}": {"low": round(i.low, 4), "high": round(i.high, 4)}

@@ -29,14 +29,14 @@ def sequential_ablate(
     settings: RunSettings | None = None,
     backend_options: Mapping[str, Any] | None = None,
     options: EcogOptions = EcogOptions(),
-    round_size: int = 50,
+    round_size: int | None = None,
     alpha: float = 0.05,
     precision: float | None = None,
     seed: int = 0,
     metric: str = "acc_t",
     progress: Progress | None = None,
 ) -> Report:
-    """Rounds of `round_size` clips into out/<stack>/ until decided; out/sequential.json and the
+    """Rounds of clips (growing, or `round_size` each) into out/<stack>/ until decided; out/sequential.json and the
     report say where it stopped, why and what it saved."""
     prepared, out = Path(prepared), Path(out)
     if not drops:

@@ -30,13 +30,13 @@ def sequential_qa_ablate(
     backend_options: Mapping[str, Any] | None = None,
     fmt: str = "auto",
     prompt_dir: Path | None = None,
-    round_size: int = 50,
+    round_size: int | None = None,
     alpha: float = 0.05,
     precision: float | None = None,
     seed: int = 0,
     progress: Progress | None = None,
 ) -> Report:
-    """Rounds of `round_size` questions into out/<stack>/ until decided; out/sequential.json and
+    """Rounds of questions (growing, or `round_size` each) into out/<stack>/ until decided; out/sequential.json and
     the report say where it stopped, why and what it saved."""
     out = Path(out)
     if not drops:
