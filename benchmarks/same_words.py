@@ -66,7 +66,9 @@ def make_clips(root: Path) -> list[str]:
 def words(out: Path, names: dict[str, str]) -> dict[str, list[list[Any]]]:
     """Each clip's words, keyed by its original name (`names`: the name in this run -> original)."""
     return {
-        names[Path(r.clip_id).name]: [[w["text"], w["begin_time"], w["end_time"]] for w in (r.asr or {}).get("words", [])]
+        names[Path(r.clip_id).name]: [
+            [w["text"], w["begin_time"], w["end_time"]] for w in (r.asr or {}).get("words", [])
+        ]
         for r in load_manifest(out)
     }
 
@@ -113,7 +115,9 @@ def main() -> None:
             t = prepare(clips, out, env, extra)
             got = words(out, names)
             differ = sorted(n for n in got if got[n] != ref[n])
-            rows.append({"run": label, "clips": len(got), "differ": len(differ), "which": differ, "seconds": round(t, 1)})
+            rows.append(
+                {"run": label, "clips": len(got), "differ": len(differ), "which": differ, "seconds": round(t, 1)}
+            )
             print(f"{label}: {len(differ)} / {len(got)} differ", file=sys.stderr)
     words_total = sum(len(w) for w in ref.values())
     print(f"compute type: {args.asr_compute}; {len(ref)} clips, {words_total} words in the reference run\n")

@@ -136,9 +136,20 @@ def main() -> None:
                 out = tmp / "out"
                 shutil.rmtree(out, ignore_errors=True)
                 if label == HANDWRITTEN:
-                    run = [sys.executable, str(Path(__file__).with_name("handwritten.py")), str(tmp / "clips"), str(out)]
+                    run = [
+                        sys.executable,
+                        str(Path(__file__).with_name("handwritten.py")),
+                        str(tmp / "clips"),
+                        str(out),
+                    ]
                 else:
-                    cmd = [sys.executable, "-c", "from avstack_cli.app import main; main()", "prepare", str(tmp / "clips")]
+                    cmd = [
+                        sys.executable,
+                        "-c",
+                        "from avstack_cli.app import main; main()",
+                        "prepare",
+                        str(tmp / "clips"),
+                    ]
                     run = [*cmd, "--out", str(out), "--lang", "en", *extra]
                 t0 = time.perf_counter()
                 subprocess.run(run, check=True, capture_output=True, env=env_of.get(label))

@@ -47,36 +47,58 @@ class BatchServer(JsonHandler):
     release = threading.Event()  # batches stay in progress until set
     fail_first = 0  # this many lines of each batch go to the error file
     expire = False  # the batch expires with only half its lines answered
+    names: dict = {}  # file id -> the name it was uploaded under
+    polls_to_finish = 0  # with release set: retrieves of a batch before it completes
+    kill_on_create: int | None = None  # a pid killed once, after a batch is created, before the reply
+    chat_delay_s = 0.0
+    lock = threading.Lock()
 
     def do_POST(self):
         data = self.rfile.read(int(self.headers["Content-Length"]))
         if self.path.endswith("/chat/completions"):
             body = json.loads(data)
             self.chat_calls.append(body)
+            time.sleep(self.chat_delay_s)  # a model's latency: requests are in flight when a kill comes
             return self.send_json(200, _completion(body))
         if self.path.endswith("/files"):
             msg = BytesParser().parsebytes(
                 b"Content-Type: " + self.headers["Content-Type"].encode() + b"\r\n\r\n" + data
             )
             part = next(p for p in msg.get_payload() if p.get_param("name", header="content-disposition") == "file")
-            fid = f"file-{len(self.files) + 1}"
-            self.files[fid] = part.get_payload(decode=True)
-            return self.send_json(200, _file(fid, len(self.files[fid])))
+            with self.lock:
+                fid = f"file-{len(self.files) + 1}"
+                self.files[fid] = part.get_payload(decode=True)
+                self.names[fid] = part.get_filename()
+            return self.send_json(200, _file(fid, len(self.files[fid]), self.names[fid]))
         if self.path.endswith("/batches"):
             body = json.loads(data)
-            bid = f"batch_{len(self.batches) + 1}"
-            self.creates.append(bid)
-            self.batches[bid] = {"input": body["input_file_id"], "status": "validating"}
+            with self.lock:
+                bid = f"batch_{len(self.batches) + 1}"
+                self.creates.append(bid)
+                self.batches[bid] = {
+                    "input": body["input_file_id"], "status": "validating", "metadata": body.get("metadata"), "polls": 0
+                }  # fmt: skip
+                victim, BatchServer.kill_on_create = BatchServer.kill_on_create, None
+            if victim is not None:  # the batch exists; the client dies before it hears of it
+                os.kill(victim, signal.SIGKILL)
             return self.send_json(200, self._batch(bid))
         self.send_json(404, {"error": "no such path"})
 
     def do_GET(self):
+        path = self.path.split("?")[0]
+        if path.endswith("/batches"):  # newest first, one page
+            data = [self._batch(bid) for bid in reversed(list(self.batches))]
+            return self.send_json(200, {"object": "list", "data": data, "has_more": False})
+        if path.endswith("/files"):
+            data = [_file(fid, len(self.files[fid]), self.names.get(fid, "out.jsonl")) for fid in self.files]
+            return self.send_json(200, {"object": "list", "data": data, "has_more": False})
         if "/batches/" in self.path:
             bid = self.path.rsplit("/", 1)[-1]
             b = self.batches[bid]
             if b["status"] not in ("completed", "expired"):
                 b["status"] = "in_progress"
-                if self.release.is_set():
+                b["polls"] += 1
+                if self.release.is_set() and b["polls"] > self.polls_to_finish:
                     self._finish(bid)
             return self.send_json(200, self._batch(bid))
         if self.path.endswith("/content"):
@@ -119,17 +141,18 @@ class BatchServer(JsonHandler):
             "completion_window": "24h",
             "created_at": 0,
             "status": b["status"],
+            "metadata": b.get("metadata"),
             **extra,
         }
 
 
-def _file(fid: str, size: int) -> dict:
+def _file(fid: str, size: int, name: str = "b.jsonl") -> dict:
     return {
         "id": fid,
         "object": "file",
         "bytes": size,
         "created_at": 0,
-        "filename": "b.jsonl",
+        "filename": name,
         "purpose": "batch",
         "status": "processed",
     }
@@ -140,6 +163,8 @@ def server():
     BatchServer.files, BatchServer.batches, BatchServer.chat_calls, BatchServer.creates = {}, {}, [], []
     BatchServer.release = threading.Event()
     BatchServer.fail_first, BatchServer.expire = 0, False
+    BatchServer.names, BatchServer.polls_to_finish, BatchServer.kill_on_create = {}, 0, None
+    BatchServer.chat_delay_s = 0.0
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), BatchServer)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_port}/v1"
@@ -234,7 +259,9 @@ def _gemini_answer(contents: list) -> dict:
 
 class GeminiBatchServer(JsonHandler):
     jobs: dict = {}
+    display: dict = {}
     online: list = []
+    kill_on_create: int | None = None
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -244,22 +271,33 @@ class GeminiBatchServer(JsonHandler):
         if ":batchGenerateContent" in self.path:
             name = f"batches/b{len(self.jobs) + 1}"
             self.jobs[name] = body["batch"]["inputConfig"]["requests"]["requests"]
-            return self.send_json(200, {"name": name, "metadata": {"state": "BATCH_STATE_PENDING"}})
+            self.display[name] = body["batch"].get("displayName")
+            victim, GeminiBatchServer.kill_on_create = GeminiBatchServer.kill_on_create, None
+            if victim is not None:  # the job exists; the client dies before it hears of it
+                os.kill(victim, signal.SIGKILL)
+            meta = {"state": "BATCH_STATE_PENDING", "displayName": self.display[name]}
+            return self.send_json(200, {"name": name, "metadata": meta})
         self.send_json(404, {"error": {"code": 404, "message": self.path}})
 
-    def do_GET(self):
-        name = "batches/" + self.path.split("batches/", 1)[1].split("?")[0]
+    def _job(self, name: str) -> dict:
         responses = [
             {"response": _gemini_answer(item["request"]["contents"]), "metadata": item.get("metadata")}
             for item in self.jobs[name]
         ]
         output = {"inlinedResponses": {"inlinedResponses": responses}}
-        self.send_json(200, {"name": name, "metadata": {"state": "BATCH_STATE_SUCCEEDED", "output": output}})
+        meta = {"state": "BATCH_STATE_SUCCEEDED", "output": output, "displayName": self.display.get(name)}
+        return {"name": name, "metadata": meta}
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path.endswith("/batches"):
+            return self.send_json(200, {"operations": [self._job(n) for n in reversed(list(self.jobs))]})
+        self.send_json(200, self._job("batches/" + path.split("batches/", 1)[1]))
 
 
 def test_gemini_batch_mode_gives_the_online_predictions(prepared, tmp_path):
     pytest.importorskip("google.genai", reason="the gemini back-end needs avstack[gemini]")
-    GeminiBatchServer.jobs, GeminiBatchServer.online = {}, []
+    GeminiBatchServer.jobs, GeminiBatchServer.online, GeminiBatchServer.display = {}, [], {}
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), GeminiBatchServer)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{httpd.server_port}"
@@ -279,3 +317,122 @@ def test_gemini_batch_mode_gives_the_online_predictions(prepared, tmp_path):
         httpd.shutdown()
     assert len(GeminiBatchServer.jobs) == 1 and len(GeminiBatchServer.online) == online > 0  # none asked online
     assert _predictions(tmp_path / "batch") == _predictions(tmp_path / "online")
+
+
+# --------------------------------------------------------------------------- killed at any instant
+
+
+def _ablate(prepared, url, out, *extra) -> subprocess.Popen:
+    code = "from avstack_cli.app import main; main()"
+    args = ["ablate", str(prepared), "--model", "openai:m", "--base-url", url, "--out", str(out), "--drop", "word_ts"]
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args, *extra],
+        env={**os.environ, **ENV},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _kill_at(proc: subprocess.Popen, delay: float) -> bool:
+    """SIGKILL after `delay` s unless it ended; whether it was killed."""
+    try:
+        proc.wait(timeout=delay)
+        return False
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return True
+
+
+def _stack_predictions(out) -> dict:
+    """Per stack: each item's lines (to count) and its answer."""
+    got = {}
+    for path in sorted(out.glob("*/predictions.jsonl")):
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        names = [r["video_name"] for r in rows]
+        got[path.parent.name] = {"once": len(names) == len(set(names)), "answers": _predictions(path.parent)}
+    return got
+
+
+KILL_AT_S = (0.8, 1.6, 2.2, 2.8, 3.4, 4.0, 5.0)  # spread over start-up, planning, upload, create, polling
+
+
+def test_a_batch_ablation_killed_at_any_instant_creates_each_batch_once(prepared, server, tmp_path, capsys):
+    """#44: killed inside the create-to-record window (the server kills the client after creating
+    the batch, before replying) and at instants spread over the run, then rerun until done: no
+    part is submitted twice (the rerun adopts the batch tagged with the part's key), every item
+    is answered exactly once, nothing is asked online."""
+    online = _ablate(prepared, server, tmp_path / "online")
+    assert online.wait(timeout=300) == 0, online.stderr.read()
+    reference = _stack_predictions(tmp_path / "online")
+    BatchServer.chat_calls.clear()
+    BatchServer.release.set()
+    BatchServer.polls_to_finish = 6  # about 0.3 s in flight at --batch-poll 0.05
+    out, extra = tmp_path / "batch", ("--batch", "--batch-poll", "0.05")
+    proc = _ablate(prepared, server, out, *extra)
+    BatchServer.kill_on_create = proc.pid  # forced: the kill falls between create and record
+    proc.wait(timeout=300)
+    assert proc.returncode == -signal.SIGKILL and BatchServer.creates, "the create-window kill never came"
+    kills = 1 + sum(_kill_at(_ablate(prepared, server, out, *extra), t) for t in KILL_AT_S)
+    last = _ablate(prepared, server, out, *extra)
+    assert last.wait(timeout=300) == 0, last.stderr.read()
+    tags = [b["metadata"]["avstack_part"] for b in BatchServer.batches.values()]
+    with capsys.disabled():
+        print(f"\n  batch kill test: {kills} kills, {len(BatchServer.creates)} batches created for "
+              f"{len(set(tags))} parts, {len(BatchServer.chat_calls)} online requests")  # fmt: skip
+    assert len(tags) == len(set(tags)) == len(reference), (tags, BatchServer.creates)  # one batch per stack
+    assert BatchServer.chat_calls == []
+    got = _stack_predictions(out)
+    assert all(g["once"] for g in got.values()) and {k: g["answers"] for k, g in got.items()} == {
+        k: r["answers"] for k, r in reference.items()
+    }
+
+
+def test_gemini_batch_killed_between_create_and_record_is_adopted(prepared, tmp_path):
+    """The same window on Gemini's batch mode: the job is found by its display name on the rerun."""
+    pytest.importorskip("google.genai", reason="the gemini back-end needs avstack[gemini]")
+    GeminiBatchServer.jobs, GeminiBatchServer.online, GeminiBatchServer.display = {}, [], {}
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), GeminiBatchServer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_port}"
+    env = {**os.environ, "GEMINI_API_KEY": "gm-test-key-0123456789"}
+    code = "from avstack_cli.app import main; main()"
+    args = ["run", str(prepared), "--model", "gemini:gemini-x", "--base-url", url, "--out", str(tmp_path / "b")]
+    args += ["--batch", "--batch-poll", "0.05"]
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stderr=subprocess.PIPE, text=True)
+        GeminiBatchServer.kill_on_create = proc.pid
+        proc.wait(timeout=300)
+        assert proc.returncode == -signal.SIGKILL and len(GeminiBatchServer.jobs) == 1
+        res = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+    finally:
+        httpd.shutdown()
+    assert len(GeminiBatchServer.jobs) == 1 and GeminiBatchServer.online == []  # adopted, not created again
+    rows = [json.loads(x) for x in (tmp_path / "b" / "predictions.jsonl").read_text().splitlines()]
+    assert rows and all(r["raw"].startswith("answer ") for r in rows)
+
+
+def test_an_online_ablation_killed_at_any_instant_pays_at_most_what_was_in_flight(prepared, server, tmp_path, capsys):
+    """Online: an answer is on disk the moment it arrives, so a rerun never asks it again; what a
+    kill can cost twice is the requests in flight (at most --concurrency per kill)."""
+    online = _ablate(prepared, server, tmp_path / "online")
+    assert online.wait(timeout=300) == 0, online.stderr.read()
+    reference, unique = _stack_predictions(tmp_path / "online"), len(BatchServer.chat_calls)
+    BatchServer.chat_calls.clear()
+    BatchServer.chat_delay_s = 0.4
+    out, concurrency = tmp_path / "again", 2
+    kills = sum(_kill_at(_ablate(prepared, server, out, "--concurrency", str(concurrency)), t) for t in KILL_AT_S)
+    last = _ablate(prepared, server, out, "--concurrency", str(concurrency))
+    assert last.wait(timeout=300) == 0, last.stderr.read()
+    bodies = [json.dumps(b, sort_keys=True) for b in BatchServer.chat_calls]
+    twice = len(bodies) - len(set(bodies))
+    with capsys.disabled():
+        print(f"\n  online kill test: {kills} kills, {len(bodies)} requests for {len(set(bodies))} distinct, "
+              f"{twice} paid twice (bound {kills * concurrency})")  # fmt: skip
+    assert len(set(bodies)) == unique and twice <= kills * concurrency
+    got = _stack_predictions(out)
+    assert all(g["once"] for g in got.values()) and {k: g["answers"] for k, g in got.items()} == {
+        k: r["answers"] for k, r in reference.items()
+    }

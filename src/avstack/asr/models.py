@@ -161,7 +161,7 @@ def _whisper_class() -> Any:
     class TrackedWhisper(WhisperModel):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self.feature_extractor = exact_features(self.feature_extractor)
+            self.feature_extractor = exact_features(self.feature_extractor)  # type: ignore[has-type]
 
         def generate_with_fallback(self, *args: Any, **kwargs: Any) -> Any:
             result = super().generate_with_fallback(*args, **kwargs)

@@ -2,16 +2,23 @@
 Gemini's batch mode: about half the price, answers within 24 h) instead of one by one.
 
 The run's unanswered requests become JSONL lines (custom_id: the request's content key), cut into
-files within the API's limits, uploaded (Files API, purpose "batch") and submitted; each batch's
-id is written to RUN/batches.json before any wait, so a killed process resumes polling the same
-batches on the rerun instead of paying twice. Answered lines land in the same file; lines the
-batch failed, or that an expired batch never reached, come back without an answer and the engine
-asks them online, so predictions.jsonl is the one the online path writes.
+files within the API's limits, uploaded (Files API, purpose "batch") and submitted. Exactly once,
+whatever instant a kill comes at: each part gets a key derived from the run (a token made with
+its batches.json) and the part's request keys; the intent (part key, request keys) is written to
+RUN/batches.json before anything is sent, and the batch is tagged with the part key on the
+provider's side (OpenAI: batch metadata and the input file's name; Gemini: the job's display
+name). A rerun that finds an intent without a batch id (the kill fell between the provider
+creating the batch and the id being written) lists the provider's batches and adopts the one with
+that tag, in flight or done, instead of creating another. A cancelled, expired or failed batch is
+not waited on again: the lines it answered are kept, the rest are asked online. Answered lines
+land in the same file; predictions.jsonl is the one the online path writes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,6 +31,14 @@ MAX_LINES = 50_000  # requests per batch file (the Batch API's limit)
 MAX_BYTES = 190 * 1024 * 1024  # under its 200 MB file limit
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 STATE = "batches.json"
+TAG = "avstack_part"  # the metadata field (OpenAI) / display-name prefix (Gemini) of a part's key
+INTENT = "intent"  # an entry's status before the provider has said anything about it
+
+
+def part_key(run_token: str, keys: Sequence[str]) -> str:
+    """The tag of one part: the run (its token) and the request keys it holds."""
+    body = json.dumps({"run": run_token, "keys": sorted(keys)})
+    return "p" + hashlib.sha256(body.encode()).hexdigest()[:31]
 
 
 def chunks(
@@ -57,13 +72,29 @@ class BatchClient:
     def parts(self, pending: Sequence[tuple[str, Request]]) -> list[list[tuple[str, Any]]]:
         return chunks([(k, _line(self, k, r)) for k, r in pending])
 
-    def submit(self, part: list[tuple[str, Any]]) -> tuple[str, str, str]:
-        """(batch id, input file id, status) of one submitted file of lines."""
-        upload = self.client.files.create(
-            file=("avstack-batch.jsonl", b"".join(line for _, line in part)), purpose="batch"
+    def upload(self, part: list[tuple[str, Any]], tag: str) -> str:
+        """The input file of a part (named by its tag), uploaded once: a file a killed run left
+        uploaded under that name is used again."""
+        name = f"avstack-{tag}.jsonl"
+        for f in self.client.files.list(purpose="batch"):
+            if getattr(f, "filename", None) == name:
+                return str(f.id)
+        return str(self.client.files.create(file=(name, b"".join(line for _, line in part)), purpose="batch").id)
+
+    def create(self, file_id: str, tag: str) -> tuple[str, str]:
+        """(batch id, status) of a new batch over an uploaded file, tagged with the part key."""
+        batch = self.client.batches.create(
+            input_file_id=file_id, endpoint=self.endpoint, completion_window="24h", metadata={TAG: tag}
         )
-        batch = self.client.batches.create(input_file_id=upload.id, endpoint=self.endpoint, completion_window="24h")
-        return batch.id, upload.id, batch.status
+        return batch.id, batch.status
+
+    def find(self, tag: str) -> tuple[str, str, str] | None:
+        """(batch id, input file id, status) of the provider's batch tagged `tag`, if any (the
+        listing pages through every batch of the account, newest first)."""
+        for b in self.client.batches.list(limit=100):
+            if (getattr(b, "metadata", None) or {}).get(TAG) == tag:
+                return b.id, b.input_file_id, b.status
+        return None
 
     def poll(self, batch_id: str) -> tuple[str, dict[str, dict[str, Any]] | None]:
         """(status, the answered lines once the batch has ended, else None)."""
@@ -92,14 +123,20 @@ class GeminiBatchClient:
     def parts(self, pending: Sequence[tuple[str, Request]]) -> list[list[tuple[str, Any]]]:
         return chunks(list(pending), max_bytes=GEMINI_INLINE_BYTES, size=self.size)
 
-    def submit(self, part: list[tuple[str, Any]]) -> tuple[str, str, str]:
+    def create_inlined(self, part: list[tuple[str, Any]], tag: str) -> tuple[str, str]:
         src = [{**self.inlined(r), "metadata": {"key": k}} for k, r in part]
-        job = self.client.batches.create(model=self.model, src=src)
-        return job.name, "", str(job.state)
+        job = self.client.batches.create(model=self.model, src=src, config={"display_name": f"{TAG}-{tag}"})
+        return job.name, _state(job)
+
+    def find(self, tag: str) -> tuple[str, str, str] | None:
+        for job in self.client.batches.list():
+            if getattr(job, "display_name", None) == f"{TAG}-{tag}":
+                return job.name, "", _state(job)
+        return None
 
     def poll(self, batch_id: str) -> tuple[str, dict[str, dict[str, Any]] | None]:
         job = self.client.batches.get(name=batch_id)
-        state = str(getattr(job.state, "value", job.state))
+        state = _state(job)
         if state not in GEMINI_TERMINAL:
             return state, None
         out = {}
@@ -112,19 +149,25 @@ class GeminiBatchClient:
         return state, out
 
 
+def _state(job: Any) -> str:
+    return str(getattr(job.state, "value", job.state))
+
+
 def _load_state(folder: Path) -> dict[str, Any]:
     """RUN/batches.json as written before; a file is untrusted input, so entries of another shape
     are dropped (their requests are submitted again) and answers must be {raw: str, usage: dict}."""
     state = read_json(folder / STATE)
     if not isinstance(state, dict):
-        return {"batches": [], "answers": {}}
+        state = {}
     batches = [
         b
         for b in state.get("batches") or []
         if isinstance(b, dict)
-        and isinstance(b.get("batch_id"), str)
+        and isinstance(b.get("batch_id"), (str, type(None)))
         and isinstance(b.get("status"), str)
         and isinstance(b.get("keys"), list)
+        and all(isinstance(k, str) for k in b["keys"])
+        and isinstance(b.get("part", ""), str)
     ]
     answers = (
         {
@@ -135,7 +178,13 @@ def _load_state(folder: Path) -> dict[str, Any]:
         if isinstance(state.get("answers"), dict)
         else {}
     )
-    return {"batches": batches, "answers": answers}
+    for b in batches:  # an entry of an earlier version: fetched once it reached a terminal state
+        if not isinstance(b.get("fetched"), bool):
+            b["fetched"] = b["status"] in TERMINAL + GEMINI_TERMINAL
+    token = state.get("run_token")
+    if not (isinstance(token, str) and token.isalnum()):
+        token = secrets.token_hex(8)  # written with the first intent, before anything is sent
+    return {"run_token": token, "batches": batches, "answers": answers}
 
 
 def answer_in_batches(
@@ -151,25 +200,33 @@ def answer_in_batches(
     `scrub` (the run's secret scrubber) is applied to every answer before it is stored."""
     state = _load_state(folder)
     answers: dict[str, dict[str, Any]] = state["answers"]
-    failed = ("failed", "cancelled", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED")
-    submitted = {k for b in state["batches"] if b["status"] not in failed for k in b["keys"]}
-    new = [(k, r) for k, r in dict(pending).items() if k not in answers and k not in submitted]
+    requests = dict(pending)
+    recorded = {k for b in state["batches"] for k in b["keys"]}  # in a batch, or meant for one
+    new = [(k, r) for k, r in requests.items() if k not in answers and k not in recorded]
     for part in bc.parts(new):
-        batch_id, file_id, status = bc.submit(part)
+        keys = [k for k, _ in part]
         state["batches"].append(
-            {"batch_id": batch_id, "input_file_id": file_id, "keys": [k for k, _ in part], "status": status}
+            {
+                "part": part_key(state["run_token"], keys),
+                "batch_id": None,
+                "keys": keys,
+                "status": INTENT,
+                "fetched": False,
+            }
         )
-        write_json_atomic(folder / STATE, state)  # before waiting: a killed run resumes this batch
-        log(f"batch {batch_id}: {len(part)} requests submitted")
+    write_json_atomic(folder / STATE, state)  # the intent, before anything is sent
     for entry in state["batches"]:
-        if entry["status"] in bc.terminal:
+        if entry["batch_id"] is None and entry["status"] == INTENT:
+            _send_once(bc, entry, requests, folder, state, log)
+    for entry in state["batches"]:
+        if entry["batch_id"] is None or entry["fetched"]:
             continue
         while True:
             status, got = bc.poll(entry["batch_id"])
             if got is not None:
                 break
             time.sleep(poll_s)
-        entry["status"] = status
+        entry["status"], entry["fetched"] = status, True
         answers.update(scrub(got))  # scrubbed before the file holds them: a server may echo a key
         write_json_atomic(folder / STATE, state)
         missing = sum(k not in answers for k in entry["keys"])
@@ -178,6 +235,43 @@ def answer_in_batches(
             + (f"; {missing} requests without an answer, asked online" if missing else "")
         )
     return answers
+
+
+def _send_once(
+    bc: BatchClient | GeminiBatchClient,
+    entry: dict[str, Any],
+    requests: dict[str, Request],
+    folder: Path,
+    state: dict[str, Any],
+    log: Callable[[str], None],
+) -> None:
+    """Submit the part of an intent entry, unless the provider already holds a batch tagged with
+    its key (a kill between the provider's create and our write): that one is adopted, whatever
+    its state (a cancelled or expired one is not waited on; its unanswered lines go online)."""
+    tag = entry.get("part") or part_key(state["run_token"], entry["keys"])
+    entry["part"] = tag
+    found = bc.find(tag)
+    if found is not None:
+        entry["batch_id"], entry["input_file_id"], entry["status"] = found
+        entry["fetched"] = False  # ended or not, its answered lines are fetched once
+        log(f"batch {found[0]}: adopted (submitted by a run that was stopped before it recorded it)")
+        write_json_atomic(folder / STATE, state)
+        return
+    part = [(k, _line(bc, k, requests[k]) if isinstance(bc, BatchClient) else requests[k]) for k in entry["keys"]
+            if k in requests]  # fmt: skip
+    if not part:  # answered elsewhere meanwhile (the cache, online): nothing to send
+        entry["status"] = "dropped"
+        write_json_atomic(folder / STATE, state)
+        return
+    if isinstance(bc, BatchClient):
+        entry["input_file_id"] = bc.upload(part, tag)
+        write_json_atomic(folder / STATE, state)
+        entry["batch_id"], entry["status"] = bc.create(entry["input_file_id"], tag)
+    else:
+        entry["input_file_id"] = ""
+        entry["batch_id"], entry["status"] = bc.create_inlined(part, tag)
+    write_json_atomic(folder / STATE, state)  # before waiting: a killed run resumes this batch
+    log(f"batch {entry['batch_id']}: {len(part)} requests submitted")
 
 
 def _line(bc: BatchClient, key: str, request: Request) -> bytes:
