@@ -203,6 +203,7 @@ def answer_in_batches(
     requests = dict(pending)
     recorded = {k for b in state["batches"] for k in b["keys"]}  # in a batch, or meant for one
     new = [(k, r) for k, r in requests.items() if k not in answers and k not in recorded]
+    earlier = len(state["batches"])  # intents from here on are this process's: nothing to look up
     for part in bc.parts(new):
         keys = [k for k, _ in part]
         state["batches"].append(
@@ -215,9 +216,9 @@ def answer_in_batches(
             }
         )
     write_json_atomic(folder / STATE, state)  # the intent, before anything is sent
-    for entry in state["batches"]:
+    for i, entry in enumerate(state["batches"]):
         if entry["batch_id"] is None and entry["status"] == INTENT:
-            _send_once(bc, entry, requests, folder, state, log)
+            _send_once(bc, entry, requests, folder, state, log, look_up=i < earlier)
     for entry in state["batches"]:
         if entry["batch_id"] is None or entry["fetched"]:
             continue
@@ -244,13 +245,18 @@ def _send_once(
     folder: Path,
     state: dict[str, Any],
     log: Callable[[str], None],
+    look_up: bool = True,
 ) -> None:
     """Submit the part of an intent entry, unless the provider already holds a batch tagged with
     its key (a kill between the provider's create and our write): that one is adopted, whatever
-    its state (a cancelled or expired one is not waited on; its unanswered lines go online)."""
+    its state (a cancelled or expired one is not waited on; its unanswered lines go online).
+    `look_up` False: the intent was made by this process, so the provider cannot hold it yet
+    (listing an account's batches for every new part would cost a full listing each)."""
     tag = entry.get("part") or part_key(state["run_token"], entry["keys"])
+    if not tag.isalnum():  # read from a file: a tag is ours (hex) or made again
+        tag = part_key(state["run_token"], entry["keys"])
     entry["part"] = tag
-    found = bc.find(tag)
+    found = bc.find(tag) if look_up else None
     if found is not None:
         entry["batch_id"], entry["input_file_id"], entry["status"] = found
         entry["fetched"] = False  # ended or not, its answered lines are fetched once
