@@ -72,13 +72,7 @@ def make_clips(root: Path, n: int, size: str = "640x360") -> dict[str, list[dict
     return truths
 
 
-def score(out: Path, truths: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The words each clip's record holds, scored by the ASR harness against the true words."""
-    cases, hyps = [], []
-    for rec in load_manifest(out):
-        truth = truths[Path(rec.clip_id).name]
-        cases.append(asr_eval.Case("en", np.zeros(0, np.float32), truth, 0))
-        hyps.append([asr.Word(w["text"], w["begin_time"], w["end_time"], w.get("prob", 0.0)) for w in rec.asr["words"]])
+def _summary(cases: list[asr_eval.Case], hyps: list[list[asr.Word]]) -> dict[str, Any]:
     row = asr_eval.summarize(cases, hyps, 0, 0.0)
     return {
         "recognized_pct": row["recognized_pct"],
@@ -86,6 +80,16 @@ def score(out: Path, truths: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "p90_ms": row["boundary_p90_ms"],
         "end_p90_ms": row["end_p90_ms"],
     }
+
+
+def score(out: Path, truths: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The words each clip's record holds, scored by the ASR harness against the true words."""
+    cases, hyps = [], []
+    for rec in load_manifest(out):
+        truth = truths[Path(rec.clip_id).name]
+        cases.append(asr_eval.Case("en", np.zeros(0, np.float32), truth, 0))
+        hyps.append([asr.Word(w["text"], w["begin_time"], w["end_time"], w.get("prob", 0.0)) for w in rec.asr["words"]])
+    return _summary(cases, hyps)
 
 
 def score_handwritten(out: Path, truths: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -94,13 +98,7 @@ def score_handwritten(out: Path, truths: dict[str, list[dict[str, Any]]]) -> dic
         words = json.loads((out / Path(name).stem / "words.json").read_text())["words"]
         cases.append(asr_eval.Case("en", np.zeros(0, np.float32), truth, 0))
         hyps.append([asr.Word(w["text"], w["begin_time"], w["end_time"], 0.0) for w in words])
-    row = asr_eval.summarize(cases, hyps, 0, 0.0)
-    return {
-        "recognized_pct": row["recognized_pct"],
-        "median_ms": row["boundary_median_ms"],
-        "p90_ms": row["boundary_p90_ms"],
-        "end_p90_ms": row["end_p90_ms"],
-    }
+    return _summary(cases, hyps)
 
 
 HANDWRITTEN = "hand-written pipeline"
