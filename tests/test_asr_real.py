@@ -51,11 +51,42 @@ def test_real_speech_edges_hold_and_are_never_behind_the_plain_model(real_cases,
 
 def test_chunks_cut_long_takes_at_pauses_and_keep_every_word():
     regions = [(0, 4000), (4600, 9000), (9300, 14000), (15000, 21000), (21400, 30000)]
-    words = [asr.Word(f"w{i}", t, t + 300, 1.0) for i, t in enumerate(range(100, 29000, 700))]
+    # words that tile the take, as Whisper's do in continuous speech: no pause heard between them
+    words = [asr.Word(f"w{i}", t, t + 700, 1.0) for i, t in enumerate(range(100, 29000, 700))]
     parts = acoustic.chunks(words, regions, 30_500)
     assert all(b - a <= acoustic.CHUNK_S * 1000 for a, b, _ in parts)
     assert [i for _, _, mine in parts for i in mine] == list(range(len(words)))
     assert {a for a, _, _ in parts} - {0} <= {4300, 9150, 14500, 21200}  # cuts at pause middles
+
+
+def test_a_take_is_cut_at_every_pause_the_transcriber_heard():
+    """A gap of PAUSE_MS or more between two of Whisper's words is a cut, however short the take
+    and whatever the energy says (none here): no word is aligned across it."""
+    words = [asr.Word("one", 16_900, 17_800, 1.0), asr.Word("and", 19_800, 20_300, 1.0), asr.Word("here", 20_300, 20_500, 1.0)]
+    parts = acoustic.chunks(words, [], 25_000)
+    assert [(a, b, mine) for a, b, mine in parts] == [(0, 18_800, [0]), (18_800, 25_000, [1, 2])]
+    assert acoustic.heard_pauses([asr.Word("a", 0, 100, 1.0), asr.Word("b", 340, 400, 1.0)]) == []  # 240 ms: no pause
+
+
+def test_untimed_words_lie_between_their_timed_neighbours_never_at_0_ms():
+    """A word the aligner could not time takes the fallback's times inside the room its timed
+    neighbours leave: as they are where they fit, else moved inside whole, never under a phone."""
+    from avstack.asr.refine import between_timed
+
+    aligned = [asr.Word("original", 16_620, 16_890, 1.0), asr.Word("one", 0, 0, 1.0), asr.Word("and", 19_650, 20_100, 1.0)]
+    late = [asr.Word("original", 0, 0, 1.0), asr.Word("one", 19_640, 19_740, 1.0), asr.Word("and", 0, 0, 1.0)]
+    got = between_timed(aligned, late, [True, False, True])
+    assert got[0] == aligned[0] and got[2] == aligned[2]
+    assert got[1] == asr.Word("one", 19_550, 19_650, 1.0), got  # inside, its 100 ms kept
+    inside = [asr.Word("a", 1000, 1100, 1.0), asr.Word("this", 1100, 1300, 1.0), asr.Word("is", 1300, 1400, 1.0)]
+    got = between_timed([inside[0], asr.Word("this", 0, 0, 1.0), inside[2]], inside, [True, False, True])
+    assert got == inside  # the fallback already fits: kept as it is
+    squeezed = [inside[0], asr.Word("this", 1390, 1500, 1.0), inside[2]]
+    got = between_timed(squeezed, squeezed, [True, False, True])
+    assert got[1] == asr.Word("this", 1190, 1300, 1.0)  # moved inside whole, not 0 ms at 1300
+    tight = [inside[0], asr.Word("this", 1290, 1290, 1.0), inside[2]]
+    got = between_timed(tight, tight, [True, False, True])
+    assert got[1] == asr.Word("this", 1270, 1300, 1.0)  # a phone's length at least, inside the room
 
 
 def test_the_guard_keeps_the_models_times_where_alignment_cannot_show_better():
@@ -82,12 +113,13 @@ def test_a_chunk_is_aligned_over_its_speech_not_the_whole_pause():
 
 
 @pytest.mark.skipif(shutil.which("festival") is None, reason="festival is not installed (connected speech)")
-def test_a_chunk_the_lattice_cannot_align_is_read_off_the_viterbi_backtrace_unless_squeezed():
+def test_a_chunk_the_lattice_cannot_align_is_read_off_the_viterbi_backtrace_but_not_its_forced_words():
     """Festival sentences given their true words: PocketSphinx's lattice step finds no path on
     them though the search reached the grammar's end. The second search, read off the
     back-trace, times every word of the first (before, all of them took the fallback model's
-    times); on the second its path holds a word at the HMM's shortest (three frames a phone),
-    which is no evidence, and the words keep the transcriber's times, noted."""
+    times); on the second its path holds a word of three or more phones at the HMM's shortest
+    (three frames a phone), which is no evidence: that word alone keeps the transcriber's
+    times, and says why."""
 
     def case_words(seed):
         case = asr_eval.connected_case(seed, "kal_diphone")
@@ -107,14 +139,14 @@ def test_a_chunk_the_lattice_cannot_align_is_read_off_the_viterbi_backtrace_unle
     for seed in range(82_000, 82_040):
         got = case_words(seed)
         if got is not None and got[2] is not None:
-            found.setdefault(got[2].squeezed, got)
+            found.setdefault(any(got[2].forced), got)
         if len(found) == 2:
             break
     if False not in found:
         pytest.skip("no sentence here the lattice fails on and the back-trace aligns unsqueezed")
     case, words, _ = found[False]
-    got, _, notes, timed = acoustic.align(words, case.audio, voiced_regions(case.audio))
-    assert all(timed) and not notes, notes
+    got, _, notes, why = acoustic.align(words, case.audio, voiced_regions(case.audio))
+    assert not any(why) and not notes, (why, notes)
     errors = [abs(g.begin_ms - w.begin_ms) for g, w in zip(got, words)] + [
         abs(g.end_ms - w.end_ms) for g, w in zip(got, words)
     ]
@@ -122,10 +154,14 @@ def test_a_chunk_the_lattice_cannot_align_is_read_off_the_viterbi_backtrace_unle
     # sentences (82011, 82016): the bound holds for any of them, a frame or two to spare
     assert np.median(errors) <= 60 and max(errors) <= 170, list(zip(got, words))
     if True not in found:
-        pytest.skip("no sentence here whose back-trace path is squeezed (the guard's case)")
-    case, words, _ = found[True]
-    got, _, notes, timed = acoustic.align(words, case.audio, voiced_regions(case.audio))
-    assert got == words and not any(timed) and len(notes) == 1 and "failed" in notes[0]
+        pytest.skip("no sentence here whose back-trace path holds a word forced to its shortest (the guard's case)")
+    case, words, backtrace = found[True]
+    got, _, notes, why = acoustic.align(words, case.audio, voiced_regions(case.audio))
+    # the forced words alone keep the transcriber's times (clipped between their timed
+    # neighbours); the rest of the sentence is timed by the acoustics
+    forced = [i for i, f in enumerate(backtrace.forced) if f]
+    assert [i for i, w in enumerate(why) if w] == forced and all(why[i] == acoustic.FORCED for i in forced), why
+    assert all(got[i].end_ms - got[i].begin_ms >= acoustic.MIN_WORD_MS for i in forced), got
 
 
 def test_a_chunk_that_fails_to_align_keeps_the_transcribers_times_and_says_so():
@@ -171,7 +207,7 @@ def test_aligner_processes_give_what_this_process_gives():
     with acoustic.in_processes(2):
         there = [acoustic.align(heard, audio, regions) for _ in range(3)]
     assert all(t == here for t in there)
-    assert any(here[3])  # the acoustics timed words: the comparison is of real alignments
+    assert any(w is None for w in here[3])  # the acoustics timed words: the comparison is of real alignments
 
 
 # The bounds below hold for the espeak-ng program's voice. The wheel's eSpeak (a newer build)
@@ -223,3 +259,64 @@ def test_the_cli_reports_fillers_as_words_when_asked(tmp_path):
     plain, with_fillers = runs["--no-fillers"], runs["--fillers"]
     assert plain["fillers"] and plain["fillers"] == with_fillers["fillers"]  # found either way, in the record
     assert len(with_fillers["words"]) == len(plain["words"]) + len(plain["fillers"])
+
+
+# ---------------------------------------------------------------- the shared real spontaneous take
+@pytest.fixture(scope="module")
+def shared_take() -> asr_eval.DisfluentCase:
+    from conftest import SHARED, shared_path
+
+    shared_path("realspeech", "cold_corpus.wav")  # skips with the reason where ../shared is absent
+    take = asr_eval.shared_take(SHARED)
+    assert isinstance(take, asr_eval.DisfluentCase)
+    return take
+
+
+def _heard_as(truth: list[dict], words: list[asr.Word]) -> dict[int, asr.Word]:
+    """Truth word index -> the hypothesis word heard as it (same text, in order)."""
+    from difflib import SequenceMatcher
+
+    norm = [spoken(t["text"]) for t in truth], [spoken(w.text) for w in words]
+    pairs = SequenceMatcher(a=norm[0], b=norm[1], autojunk=False).get_matching_blocks()
+    return {b.a + k: words[b.b + k] for b in pairs for k in range(b.size)}
+
+
+def _barriers(take: asr_eval.DisfluentCase) -> list[tuple[int, int]]:
+    """The take's fillers and its pauses (PAUSE_MS or more between two things said), as spans."""
+    said = sorted([*take.truth, *take.fillers], key=lambda t: t["begin_time"])
+    gaps = [(x["end_time"], y["begin_time"]) for x, y in zip(said, said[1:])]
+    spans = [(g0, g1) for g0, g1 in gaps if g1 - g0 >= acoustic.PAUSE_MS]
+    return spans + [(f["begin_time"], f["end_time"]) for f in take.fillers if f["end_time"] - f["begin_time"] >= 100]
+
+
+@pytest.mark.parametrize("model", ["tiny.en", "base"])
+def test_the_shared_real_take_holds_its_edges_and_no_word_crosses_a_filler_or_a_pause(shared_take, model):
+    """Real spontaneous speech (fillers, a drawn-out "the", a 1.3 s pause, a cold): the edges hold
+    their bounds against the reference alignment, no word is squeezed, no word lies on the far
+    side of a filler or a pause from where it was said (its middle past the barrier), and the words of the issue's patterns are within 100 ms of their edges."""
+    if model == "base" and asr.resolve_model("base") == "base":
+        pytest.skip("the bundled base weights are not installed (the asr-offline extra)")
+    tr = asr.transcribe(shared_take.audio, asr.AsrSettings(model=model, language="en"))
+    words = list(tr.words)
+    sc = asr_eval.summarize([shared_take], [words], 0, 0.0)
+    # measured 20 / 83 ms (tiny.en) and 20 / 110 (base), 93.1% recognized, the same under MKL,
+    # oneDNN and AVX (float32: the same words on any CPU); before #43 70 / 213 and 70 / 230. The
+    # bounds leave a frame or two over the p90's words
+    assert sc["recognized_pct"] >= 85 and sc["collapsed"] == 0, sc
+    assert sc["boundary_median_ms"] <= 30 and sc["boundary_p90_ms"] <= 130, sc
+    assert all(w.end_ms - w.begin_ms >= acoustic.MIN_WORD_MS for w in words), words
+    heard = _heard_as(shared_take.truth, words)
+    for i, w in heard.items():
+        t, middle = shared_take.truth[i], (w.begin_ms + w.end_ms) / 2
+        for a, b in _barriers(shared_take):
+            # said before the barrier, its middle is not past it; said after, not before it
+            assert not (t["end_time"] <= a and middle > b) and not (t["begin_time"] >= b and middle < a), (t, w, (a, b))
+    # the patterns: a sentence after a filler with a drawn-out "the", and "original one" before a
+    # filler and the long pause (before #43 "one" was placed 2.7 s late, after both)
+    for i, t in enumerate(shared_take.truth):
+        if t["text"] in ("this", "is", "the", "sick", "corpus", "original", "one") and t["begin_time"] < 17_100 and i in heard:
+            if t["text"] in ("original", "one") or t["begin_time"] < 3_700:
+                w = heard[i]
+                assert abs(w.begin_ms - t["begin_time"]) <= 100 and abs(w.end_ms - t["end_time"]) <= 100, (t, w)
+    assert tr.timing["by"] == "acoustic" and tr.timing["words"] == len(words)
+    assert tr.timing["timed"] + sum(tr.timing["fallback"].values()) == len(words)

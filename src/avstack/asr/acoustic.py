@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from avstack.asr.lexicon import letter_phones, lexicon, spoken
-from avstack.asr.refine import in_order
+from avstack.asr.refine import between_timed, in_order
 from avstack.asr.types import RATE, Word
 
 CHUNK_S = 15.0  # longest stretch aligned at once (whole 25 s takes failed to align at all)
@@ -57,6 +57,17 @@ EDGE_REACH_MS = 100  # how far an edge next to a pause may move to where the spe
 FRAME_MS = 10  # PocketSphinx's frame
 STATES = 3  # frames a phone takes at the least: its HMM's three states, one frame each
 MIN_WORD_MS = 30  # one phone of three 10 ms states: anything shorter is not an alignment
+# a word the back-trace holds at the HMM's shortest (STATES frames a phone) with this many phones or
+# more was forced there, not found: a one- or two-phone function word ("a", "I", "the") really is
+# 30-60 ms in fast spontaneous speech (the shared real take's reference: "a" 40 ms, "I" 30 ms),
+# while a three-phone word at 90 ms is a misheard word pushed through (word-by-word tuning seeds:
+# "bag" at 90 ms)
+FORCED_PHONES = 3
+# the back-trace's beams: wide, since the grammar already fixes the words (a handful of paths, so
+# width costs little) and in spontaneous speech the right path runs far below the best partial one
+# for a while (a reduced word, a filler, a cough): at 1e-48 the shared real take's chunks found no
+# path at all, at 1e-80 some, at 1e-120 every one (benchmarks/asr_timing.py --speech real)
+BACKTRACE_BEAM = 1e-120
 
 
 def available() -> bool:
@@ -75,7 +86,7 @@ def _decoder(vocabulary: set[str], lattice: bool = True) -> Any:
     cmudict took 120 ms a decoder, half of a short clip's alignment; with the words read once
     per process (`lexicon`) a decoder takes 10 ms. A word the dictionary lacks is spelled by
     its letters (`letter_phones`). `lattice` False: the second try on a chunk the first could
-    not align (PocketSphinx's default beams, the result read off the Viterbi back-trace)."""
+    not align (wide beams, BACKTRACE_BEAM, the result read off the Viterbi back-trace)."""
     from pocketsphinx import Config, Decoder, get_model_path
 
     known = lexicon()
@@ -101,9 +112,9 @@ def _decoder(vocabulary: set[str], lattice: bool = True) -> Any:
             # the words are known, so the search holds few paths: beams narrower than decoding's
             # (1e-48) cost the alignment nothing (tuning seeds 6 / 23 ms either way) and 16% of its
             # time; at 1e-20 a real sentence's word fell out of the beam (packed p90 74 -> 157 ms)
-            beam=1e-30 if lattice else 1e-48,
-            wbeam=1e-25 if lattice else 7e-29,
-            pbeam=1e-30 if lattice else 1e-48,
+            beam=1e-30 if lattice else BACKTRACE_BEAM,
+            wbeam=1e-25 if lattice else BACKTRACE_BEAM,
+            pbeam=1e-30 if lattice else BACKTRACE_BEAM,
             loglevel="FATAL",
             bestpath=lattice,
         )
@@ -117,7 +128,14 @@ class ChunkResult:
     spans: list[tuple[int, int] | None]
     fillers: list[Word]
     at_pause: list[tuple[bool, bool]]  # per word: its begin, its end next to silence the aligner found
-    squeezed: bool = False  # a word came out at the shortest the HMM allows (STATES frames a phone)
+    # per word: held at the shortest the HMM allows (STATES frames a phone) with FORCED_PHONES phones
+    # or more: forced there, not found
+    forced: tuple[bool, ...] = ()
+
+    def without_forced(self) -> ChunkResult:
+        """The forced words untimed (span None), the rest as aligned."""
+        spans = [None if f else span for span, f in zip(self.spans, self.forced)]
+        return ChunkResult(spans, self.fillers, self.at_pause, self.forced)
 
 
 def _grammar(tokens: list[list[str]]) -> str:
@@ -157,12 +175,13 @@ def _align_chunk(decoder: Any, words: list[Word], samples: np.ndarray, offset_ms
     spans: list[tuple[int, int] | None] = []
     fillers: list[Word] = []
     at_pause: list[tuple[bool, bool]] = []
-    squeezed = False
+    forced: list[bool] = []
     k = 0
     for n, ts in enumerate(tokens):
         if not ts:
             spans.append(None)
             at_pause.append((False, False))
+            forced.append(False)
             continue
         before: list[tuple[str, int, int]] = []
         while k < len(said) and said[k][0] != ts[0] and said[k][0] in FILLERS:
@@ -173,7 +192,8 @@ def _align_chunk(decoder: Any, words: list[Word], samples: np.ndarray, offset_ms
             return None  # the path took other words: no alignment to trust
         k += len(ts)
         first, last = got[0][1], got[-1][2]
-        squeezed = squeezed or sum(b - a + 1 for _, a, b in got) <= sum(shortest.get((a, b), 0) for _, a, b in got)
+        least = sum(shortest.get((a, b), 0) for _, a, b in got)
+        forced.append(sum(b - a + 1 for _, a, b in got) <= least and least >= STATES * FORCED_PHONES)
         if before and _onset_or_tail(before[-1], first):
             first = before.pop()[1]
         upcoming = next((t[0] for t in tokens[n + 1 :] if t), None)
@@ -184,7 +204,7 @@ def _align_chunk(decoder: Any, words: list[Word], samples: np.ndarray, offset_ms
         spans.append((offset_ms + first * FRAME_MS, offset_ms + (last + 1) * FRAME_MS))
         at_pause.append((first in quiet_ends, last + 1 in quiet_starts))
     fillers += [_filler(s, offset_ms) for s in said[k:] if s[0] in FILLERS]
-    return ChunkResult(spans, fillers, at_pause, squeezed)
+    return ChunkResult(spans, fillers, at_pause, tuple(forced))
 
 
 def _onset_or_tail(filler: tuple[str, int, int], word_frame: int) -> bool:
@@ -201,9 +221,10 @@ def _filler(seg: tuple[str, int, int], offset_ms: int) -> Word:
 
 
 def chunks(words: list[Word], regions: list[tuple[int, int]], duration_ms: int) -> list[tuple[int, int, list[int]]]:
-    """(start ms, end ms, word indices) per chunk: the take cut at the middle of its longest pause,
-    and each side again, until no chunk is over CHUNK_S or a long one has no pause to cut at (it
-    is aligned whole, or kept as transcribed); a word goes to the chunk holding its midpoint."""
+    """(start ms, end ms, word indices) per chunk: the take cut at every pause the transcriber
+    heard (`heard_pauses`), then at the middle of its longest pause by the speech energy, and each
+    side again, until no chunk is over CHUNK_S or a long one has no pause to cut at (it is aligned
+    whole, or kept as transcribed); a word goes to the chunk holding its midpoint."""
     pauses = [(b[0] - a[1], (a[1] + b[0]) // 2) for a, b in zip(regions, regions[1:]) if b[0] - a[1] >= PAUSE_MS]
 
     def cut(a: int, b: int) -> list[int]:
@@ -213,9 +234,21 @@ def chunks(words: list[Word], regions: list[tuple[int, int]], duration_ms: int) 
         mid = max(inside)[1]
         return [*cut(a, mid), mid, *cut(mid, b)]
 
-    cuts = [0, *cut(0, duration_ms), duration_ms]
+    heard = heard_pauses(words)
+    edges = [0, *heard, duration_ms]
+    cuts = sorted({*edges, *(c for a, b in zip(edges, edges[1:]) for c in cut(a, b))})
     owner = [min(max(bisect.bisect_right(cuts, (w.begin_ms + w.end_ms) / 2) - 1, 0), len(cuts) - 2) for w in words]
     return [(a, b, [i for i, k in enumerate(owner) if k == c]) for c, (a, b) in enumerate(zip(cuts, cuts[1:]))]
+
+
+def heard_pauses(words: list[Word]) -> list[int]:
+    """The middle of every gap of PAUSE_MS or more between two of the transcriber's words. Whisper's
+    word spans tile continuous speech (each word ends where the next begins), so such a gap is a
+    stretch in which it heard no word. A chunk ends there, so no word is aligned across it: in one
+    search over both sides, the shared real take's "one" went past a filler and a 1.3 s pause and
+    took the onset of the "and" after them, 2.7 s late. The speech energy cannot find every such
+    pause on a noisy recording (breath and rumble read as voice), the transcriber's words can."""
+    return [(x.end_ms + y.begin_ms) // 2 for x, y in zip(words, words[1:]) if y.begin_ms - x.end_ms >= PAUSE_MS]
 
 
 def split_at_pause(
@@ -274,7 +307,11 @@ def guard(model: Word, aligned: tuple[int, int] | None) -> Word:
     return Word(model.text, aligned[0], aligned[1], model.prob)
 
 
-Alignment = tuple[list[Word], list[Word], list[str], list[bool]]
+# why a word kept the transcriber's times (None: the acoustics timed it)
+NOT_ALIGNED = "its chunk did not align"
+FORCED = "forced to the HMM's shortest"
+SHORTER_THAN_A_PHONE = "aligned shorter than a phone"
+Alignment = tuple[list[Word], list[Word], list[str], list[str | None]]
 _pool: ProcessPoolExecutor | None = None
 
 
@@ -305,7 +342,8 @@ def _start_worker(parent_pid: int) -> None:
 
 def align(words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]]) -> Alignment:
     """The words with acoustic edges (guarded), the fillers found between them, notes on the
-    chunks that kept the transcriber's times, and per word whether the acoustics timed it. The
+    chunks that kept the transcriber's times, and per word None where the acoustics timed it, else
+    why not (NOT_ALIGNED, FORCED, SHORTER_THAN_A_PHONE). The
     same result in this process or in the pool (`in_processes`): each clip gets a fresh decoder."""
     pool = _pool
     if pool is not None:
@@ -319,7 +357,7 @@ def align(words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]]
 def _align_here(words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]]) -> Alignment:
     duration_ms = int(len(samples) * 1000 / RATE)
     out = list(words)
-    timed = [False] * len(words)
+    why: list[str | None] = [NOT_ALIGNED] * len(words)
     fillers: list[Word] = []
     notes: list[str] = []
     vocabulary = {t for w in words for t in spoken(w.text).split()}
@@ -334,6 +372,17 @@ def _align_here(words: list[Word], samples: np.ndarray, regions: list[tuple[int,
         piece = samples[a * RATE // 1000 : b * RATE // 1000]
         try:
             result = _align_chunk(decoder, [words[i] for i in mine], piece, a)
+            if result is None:
+                # search once more, wider, and read the words off the Viterbi back-trace instead
+                # of the word lattice: the lattice step finds no path on some chunks whose search
+                # did reach the grammar's end (a festival sentence heard word for word), and on
+                # spontaneous speech the narrow beams lose the path (BACKTRACE_BEAM). The words
+                # must still come back in order (_align_chunk); a word the path holds at the HMM's
+                # shortest is no evidence (FORCED_PHONES) and goes untimed alone. The lattice's
+                # own alignments are not judged this way: a short "the" really is that short.
+                backtrace = backtrace or _decoder(vocabulary, lattice=False)
+                result = _align_chunk(backtrace, [words[i] for i in mine], piece, a)
+                result = result and result.without_forced()
         except Exception as exc:  # noqa: BLE001 - the transcriber's times still stand
             result = None
             notes.append(f"acoustic alignment error {type(exc).__name__}: {exc}")
@@ -345,25 +394,16 @@ def _align_here(words: list[Word], samples: np.ndarray, regions: list[tuple[int,
             if halves:
                 todo[:0] = halves
                 continue
-            # no halves left: search once more, wider, and read the words off the Viterbi
-            # back-trace instead of the word lattice. PocketSphinx's lattice step finds no path on
-            # some chunks whose search did reach the grammar's end (a festival sentence heard word
-            # for word; real packed tiny.en p90 113 -> 74 ms); before this, such a chunk's words
-            # all took the fallback model's times (a second model load and pass: 4 of 24 short
-            # clips in short_full). The words must still come back in order (_align_chunk).
-            backtrace = backtrace or _decoder(vocabulary, lattice=False)
-            result = _align_chunk(backtrace, [words[i] for i in mine], piece, a)
-            if result is not None and result.squeezed:
-                # a word at the HMM's shortest was forced there, not found: this path is no
-                # evidence (word-by-word tuning seeds: a misheard "bag" at 90 ms, 3 phones x 3
-                # frames); the lattice's own alignments are not judged this way, since a short
-                # "the" in fast speech really is that short
-                result = None
-            if result is None:
-                notes.append(f"acoustic alignment failed for {len(mine)} words at {a}-{b} ms: transcriber's times kept")
-                continue
-        for i, span, pause in zip(mine, result.spans, result.at_pause):
-            out[i] = guard(words[i], span and to_energy_edges(span, pause, regions))
-            timed[i] = out[i] != words[i]
+            notes.append(f"acoustic alignment failed for {len(mine)} words at {a}-{b} ms: transcriber's times kept")
+            continue
+        forced = result.forced or (False,) * len(mine)
+        for i, span, pause, was_forced in zip(mine, result.spans, result.at_pause, forced):
+            edges = span and to_energy_edges(span, pause, regions)
+            out[i] = guard(words[i], edges)
+            if edges is None:
+                why[i] = FORCED if was_forced else NOT_ALIGNED
+            else:
+                why[i] = None if edges[1] - edges[0] >= MIN_WORD_MS else SHORTER_THAN_A_PHONE
         fillers += result.fillers
-    return in_order(out), fillers, notes, timed  # a kept time next to aligned ones can overlap them
+    # a word not timed keeps the transcriber's times, in the room its timed neighbours leave
+    return between_timed(out, words, [w is None for w in why]), fillers, notes, why

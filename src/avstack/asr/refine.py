@@ -165,7 +165,7 @@ def _letters(w: Word) -> int:
     return max(1, sum(ch.isalnum() for ch in w.text))
 
 
-def _share(words: list[Word], begin: int, end: int) -> list[Word]:
+def share_by_letters(words: list[Word], begin: int, end: int) -> list[Word]:
     """`words` laid over [begin, end] in order, each a share as long as its letters: where the
     alignment has no time to offer, a word's length in letters stands for its length in phones."""
     total = sum(_letters(w) for w in words)
@@ -207,12 +207,53 @@ def pull_into_speech(words: list[Word], regions: list[tuple[int, int]]) -> list[
             a, b = before[-1]
             k = i - 1 if i > 0 and out[i - 1].end_ms > a else i  # the word already at that edge
             start = max(a, out[k].begin_ms) if k < i else a
-            out[k:j] = _share(out[k:j], start, b)
+            out[k:j] = share_by_letters(out[k:j], start, b)
         elif gap_after is not None:
             a, b = after[0]
             k = j + 1 if j < len(out) and out[j].begin_ms < b else j
             end = min(b, out[k - 1].end_ms) if k > j else b
-            out[i:k] = _share(out[i:k], a, end)
+            out[i:k] = share_by_letters(out[i:k], a, end)
             j = k
         i = j
     return out
+
+
+PHONE_MS = 30  # one phone of three 10 ms HMM states: the shortest a word is said in
+
+
+def between_timed(aligned: list[Word], fallback: list[Word], timed: list[bool]) -> list[Word]:
+    """The aligned words, and each run of untimed words in the room its timed neighbours leave
+    (from the end of the one before to the begin of the one after): the fallback's times where
+    they fit; a run that sticks out is moved inside, whole, to the nearer side (its lengths kept);
+    one longer than the room, or with a word under a phone, shares the room by letters from where
+    it lies. The fallback does not know where the acoustics put the words around it (base placed
+    the shared real take's "one" after a filler and a 1.3 s pause that the aligned word after it
+    follows): no untimed word crosses a timed one, and none is left at 0 ms."""
+    out = [a if t else f for a, f, t in zip(aligned, fallback, timed)]
+    i = 0
+    while i < len(out):
+        if timed[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(out) and not timed[j]:
+            j += 1
+        lo = out[i - 1].end_ms if i else 0
+        hi = out[j].begin_ms if j < len(out) else max(lo, max(w.end_ms for w in out[i:j]))
+        out[i:j] = _into_room(in_order(out[i:j]), lo, hi)
+        i = j
+    return in_order(out)
+
+
+def _into_room(run: list[Word], lo: int, hi: int) -> list[Word]:
+    """`run` (in order) placed inside [lo, hi] (see between_timed)."""
+    begin, end = run[0].begin_ms, max(w.end_ms for w in run)
+    shift = lo - begin if begin < lo else min(0, hi - end)
+    if end - begin <= hi - lo:
+        run = [Word(w.text, w.begin_ms + shift, w.end_ms + shift, w.prob) for w in run]
+    if all(w.end_ms - w.begin_ms >= PHONE_MS for w in run) and run[0].begin_ms >= lo and run[-1].end_ms <= hi:
+        return run
+    start = min(max(run[0].begin_ms, lo), hi)
+    stop = min(hi, max(run[-1].end_ms, start + PHONE_MS * len(run)))
+    start = max(lo, min(start, stop - PHONE_MS * len(run)))
+    return share_by_letters(run, start, stop)

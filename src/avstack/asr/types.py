@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-ASR_VERSION = 4  # bump when post-processing changes, so cached ASR is recomputed
+ASR_VERSION = 5  # bump when post-processing changes, so cached ASR is recomputed
 
 
 RATE = 16_000
@@ -61,6 +61,8 @@ class Transcript:
     dropped: tuple[str, ...] = ()  # why text was discarded (guards), for provenance
     runtime: dict[str, Any] = field(default_factory=dict, compare=False)  # asr.runtime: what it ran on
     fillers: tuple[Word, ...] = ()  # sounds between words the transcript lacks ("um"), found acoustically
+    # what timed the words: {"by", "words", "timed", "fallback": {why: count}} (asr.whisper.timing_record)
+    timing: dict[str, Any] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -78,6 +80,7 @@ class Transcript:
                 for w in self.words
             ],
             "fillers": [{"text": w.text, "begin_time": w.begin_ms, "end_time": w.end_ms} for w in self.fillers],
+            "timing": self.timing,
             "engine": "faster-whisper",
             "settings": asdict(self.settings),
             "dropped": list(self.dropped),

@@ -14,6 +14,7 @@ from avstack.asr import acoustic
 from avstack.asr.align import aligner_model, aligner_setting, realign
 from avstack.asr.models import SAMPLED, SEED_LOCK, load_model, replicas, resolve_model, seeded_model
 from avstack.asr.refine import (
+    between_timed,
     bound_to_speech,
     in_order,
     own_region_edges,
@@ -78,9 +79,10 @@ def finish_transcript(
     fillers: list[Word] = []
     if by_acoustics and words:
         regions = voiced_regions(samples) if regions is None else regions
-        aligned, fillers, notes, timed = acoustic.align(words, samples, regions)
+        aligned, fillers, notes, why = acoustic.align(words, samples, regions)
         dropped += notes
-        if not all(timed):
+        timing = timing_record("acoustic", why)
+        if any(why):
             # words the acoustics could not time (a chunk holding a misheard word, or a pack
             # neighbour's) take what the path before this one gave them: cross-attention times
             # on this clip's own audio (a tiny model's by base where base is on this machine),
@@ -90,13 +92,27 @@ def finish_transcript(
                 words, dropped, language, samples, _previous_timer(s), regions, own_audio
             )
             fallback = _refined(before, regions) if s.refine else before
-            aligned = in_order([a if t else f for a, f, t in zip(aligned, fallback, timed)])
+            aligned = between_timed(aligned, fallback, [w is None for w in why])
         words = aligned
-    elif not by_acoustics and s.refine and regions is not None:
-        words = _refined(words, regions)
+    else:
+        if s.refine and regions is not None:
+            words = _refined(words, regions)
+        timing = timing_record("cross-attention" if s.aligner != "none" else "transcriber", [None] * len(words))
     if s.fillers:
         words = sorted(words + fillers, key=lambda w: (w.begin_ms, w.end_ms))
-    return Transcript(s.model, language, tuple(words), s, tuple(dropped), runtime_of(s), tuple(fillers))
+    return Transcript(
+        s.model, language, tuple(words), s, tuple(dropped), runtime_of(s), tuple(fillers), timing
+    )
+
+
+def timing_record(by: str, why: list[str | None]) -> dict[str, Any]:
+    """What timed a clip's words, for its record: the method, how many words it timed, how many
+    kept the path before it (the fallback) and why, so a failure is counted, not hidden."""
+    reasons: dict[str, int] = {}
+    for w in why:
+        if w is not None:
+            reasons[w] = reasons.get(w, 0) + 1
+    return {"by": by, "words": len(why), "timed": len(why) - sum(reasons.values()), "fallback": reasons}
 
 
 def _cross_attention_times(

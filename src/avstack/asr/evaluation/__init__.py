@@ -18,7 +18,7 @@ from avstack.asr.evaluation.cases import (
     sentence,
     templates,
 )
-from avstack.asr.evaluation.real import praatio_examples, real_cases, textgrid_words
+from avstack.asr.evaluation.real import REAL_NAMES, praatio_examples, real_cases, shared_take, textgrid_words
 from avstack.asr.evaluation.scoring import (
     CaseScore,
     after_filler_begins,
@@ -34,9 +34,9 @@ from avstack.asr.evaluation.scoring import (
 )
 
 __all__ = [
-    "FESTIVAL_VOICES", "FILLER_WORDS", "Case", "CaseScore", "DisfluentCase", "after_filler_begins",
+    "FESTIVAL_VOICES", "FILLER_WORDS", "REAL_NAMES", "Case", "CaseScore", "DisfluentCase", "after_filler_begins",
     "after_filler_share", "connected_case", "correct_words", "disfluent_case", "evaluate", "festival_available",
     "festival_utterance", "make_case", "noise_clips", "plain_words", "praatio_examples", "real_cases",
-    "reliability", "score_case", "sentence", "summarize", "tail_causes", "templates", "textgrid_words",
+    "reliability", "score_case", "sentence", "shared_take", "summarize", "tail_causes", "templates", "textgrid_words",
     "utterances",
 ]  # fmt: skip

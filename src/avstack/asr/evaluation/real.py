@@ -16,6 +16,7 @@ from avstack.asr.evaluation.cases import Case
 PRAATIO = "praatio==6.2.2"
 
 
+REAL_NAMES = ("bobby", "mary", "damon_set_test")  # praatio's sentences, in real_cases' order
 REAL_FILES = {"bobby": ("bobby_words", "word"), "mary": ("mary", "word"), "damon_set_test": ("damon_set_test", "words")}
 
 
@@ -113,3 +114,33 @@ def real_cases(folder: Path) -> list[Case]:
             raise ValueError(f"{folder / name}.wav: no audio")
         cases.append(Case("en", audio, textgrid_words(folder / f"{grid}.TextGrid", tier), 0))
     return cases
+
+
+# ---------------------------------------------------------------- the shared real spontaneous take
+# ../shared/realspeech: one real take of spontaneous speech (25 s, 64 words with fillers, a
+# drawn-out word, a 1.3 s pause) and its word alignment (the Montreal Forced Aligner's test fixture,
+# checked by its authors: a reference at the 10-20 ms level). What the aligner may be tuned on; the
+# rest of that source is the held-out set, never read here.
+SHARED_TAKE = Path("realspeech") / "cold_corpus"
+SPOKEN_FILLERS = ("uh", "um", "er")
+
+
+def shared_take(shared: Path) -> Case | None:
+    """The shared take as a disfluent case: its words without the fillers as the truth (Whisper
+    leaves fillers out, and a filler is no word to time), the fillers apart, so the word right
+    after one is scored too. None where `shared` lacks it."""
+    import json
+
+    from avstack.asr.evaluation.cases import DisfluentCase
+    from avstack.media.audio import load_audio
+
+    wav, labels = (shared / SHARED_TAKE).with_suffix(".wav"), (shared / SHARED_TAKE).with_suffix(".json")
+    if not wav.is_file() or not labels.is_file():
+        return None
+    audio = load_audio(wav)
+    if audio is None:
+        raise ValueError(f"{wav}: expected an audio track, found none")
+    words = json.loads(labels.read_text(encoding="utf-8"))["words"]
+    truth = [w for w in words if w["text"] not in SPOKEN_FILLERS]
+    fillers = tuple(w for w in words if w["text"] in SPOKEN_FILLERS)
+    return DisfluentCase("en", audio, truth, 0, fillers)

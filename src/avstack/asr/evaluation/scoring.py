@@ -135,7 +135,18 @@ def evaluate(
     audio_s = sum(len(c) for c in clips) / asr.RATE
     row = summarize(cases, [list(tr.words) for tr in speech], noise_words, seconds / audio_s)
     head = {"model": settings.model, "lang": cases[0].lang, "mode": mode, "refine": settings.refine}
-    return head | {"vad": settings.vad} | row | {"repetition_loops_cut": loops}
+    return head | {"vad": settings.vad} | row | {"repetition_loops_cut": loops, "per_case": per_case(cases, speech)}
+
+
+def per_case(cases: Sequence[Case], transcripts: Sequence[asr.Transcript]) -> list[dict[str, Any]]:
+    """Each case's own figures and what timed its words (the transcript's `timing`: how many the
+    acoustics timed, how many fell back and why)."""
+    out = []
+    for case, tr in zip(cases, transcripts):
+        one = summarize([case], [list(tr.words)], 0, 0.0)
+        keep = ("words", "recognized_pct", "boundary_median_ms", "boundary_p90_ms", "collapsed", "after_filler_ok")
+        out.append({k: one[k] for k in keep if k in one} | {"timing": tr.timing})
+    return out
 
 
 def plain_words(cases: Sequence[Case], model: str) -> list[list[asr.Word]]:
