@@ -92,13 +92,15 @@ def print_per_take(rows: list[dict], speech: str) -> None:
     and why), so a failure on one take is not averaged away."""
     names = TAKE_NAMES if speech == "real" else TAKE_NAMES[-1:]
     print("\nPer take (median / p90 ms, recognized, collapsed; words timed by the acoustics / fell back, why):\n")
-    print("| model | mode | take | median / p90 | recognized | collapsed | timed | fallback |\n|---|---|---|---|---|---|---|---|")
+    cols = ("model", "mode", "take", "median / p90", "recognized", "collapsed", "timed", "fallback")
+    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
         for name, c in zip(names, r.get("per_case", [])):
             t = c["timing"]
             why = ", ".join(f"{n} {k}" for k, n in t.get("fallback", {}).items()) or "none"
-            cells = [r["model"], r["mode"], name, f"{c['boundary_median_ms']} / {c['boundary_p90_ms']}",
-                     f"{c['recognized_pct']}%", c["collapsed"], f"{t.get('timed', '-')} of {t.get('words', '-')}", why]  # fmt: skip
+            edges = f"{c['boundary_median_ms']} / {c['boundary_p90_ms']}"
+            timed = f"{t.get('timed', '-')} of {t.get('words', '-')}"
+            cells = [r["model"], r["mode"], name, edges, f"{c['recognized_pct']}%", c["collapsed"], timed, why]
             print("| " + " | ".join(str(x) for x in cells) + " |")
 
 

@@ -110,6 +110,10 @@ def prepare(
         )
     n, bad = report.count, report.failed
     typer.echo(f"prepared {n - len(bad)}/{n} clips into {out} ({report.cache_hits} from cache)")
+    if report.profile.get("stages"):
+        from avstack.profiling import line
+
+        typer.echo(line(report.profile))
     for name in report.skipped[:20]:
         typer.echo(f"  skipped {name}: not a video by its name (--include GLOB to take it)", err=True)
     if len(report.skipped) > 20:

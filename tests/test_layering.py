@@ -14,6 +14,7 @@ SHARED = {
     "avstack.io": set(),
     "avstack.limits": set(),
     "avstack.lifeline": set(),
+    "avstack.profiling": set(),
     "avstack.manifest": {"avstack.io"},
     "avstack.features": {"avstack.io", "avstack.manifest"},
 }

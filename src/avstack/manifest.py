@@ -73,6 +73,9 @@ _CHECKS: dict[str, tuple[Any, str]] = {
 }
 
 
+NOT_IN_MANIFEST = ("cache_hit", "profile")  # a run's facts about a record, not the clip's
+
+
 @dataclass(frozen=True)
 class ClipRecord:
     """One clip of a prepared folder; field order is the manifest's key order."""
@@ -101,8 +104,10 @@ class ClipRecord:
     source_asr: dict[str, Any] | None = None
     eval_gt: dict[str, Any] | None = None
     error: dict[str, str] | None = None
-    # not in the manifest: whether prepare found this clip's frames in the cache
+    # not in the manifest: whether prepare found this clip's frames in the cache, and where its
+    # preparation spent its time (stage -> wall s, CPU s; avstack.profiling)
     cache_hit: bool = field(default=False, compare=False, repr=False)
+    profile: dict[str, tuple[float, float]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -114,7 +119,7 @@ class ClipRecord:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for f in fields(self):
-            if f.name == "cache_hit":
+            if f.name in NOT_IN_MANIFEST:
                 continue
             v = getattr(self, f.name)
             if f.name == "frames":

@@ -7,7 +7,7 @@ alignment · lexicon: its English pronunciations · align: cross-attention timin
 settings, words, transcripts · evaluation: word-timing accuracy on speech with known times
 (tests and benchmarks only).
 
-May import: avstack.io, avstack.media, avstack.lifeline.
+May import: avstack.io, avstack.media, avstack.lifeline, avstack.profiling.
 """
 
 from avstack.asr.align import aligner_setting, realign

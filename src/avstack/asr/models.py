@@ -76,7 +76,15 @@ def resolve_model(name: str) -> str:
 
 # CTranslate2 compute types a user may ask for; "auto" is the reproducible default (pick_device)
 COMPUTE_TYPES = (
-    "auto", "float32", "int8", "int8_float32", "int16", "float16", "int8_float16", "bfloat16", "int8_bfloat16",
+    "auto",
+    "float32",
+    "int8",
+    "int8_float32",
+    "int16",
+    "float16",
+    "int8_float16",
+    "bfloat16",
+    "int8_bfloat16",
 )
 # On a CPU, float32 is the compute type whose words do not depend on the machine: int8's GEMMs are
 # integer kernels that Intel MKL and oneDNN (what CTranslate2 picks on AMD) round and saturate

@@ -26,6 +26,7 @@ from avstack.asr.refine import (
 from avstack.asr.runtime import runtime_of
 from avstack.asr.text import collapse_repeats, group_chinese, sanitize, to_simplified
 from avstack.asr.types import RATE, AsrSettings, Transcript, Word
+from avstack.profiling import stage
 
 REPETITIVE = 2.4  # zlib compression ratio above which text is a loop (Whisper's own threshold)
 
@@ -79,7 +80,8 @@ def finish_transcript(
     fillers: list[Word] = []
     if by_acoustics and words:
         regions = voiced_regions(samples) if regions is None else regions
-        aligned, fillers, notes, why = acoustic.align(words, samples, regions)
+        with stage("alignment"):
+            aligned, fillers, notes, why = acoustic.align(words, samples, regions)
         dropped += notes
         timing = timing_record("acoustic", why)
         if any(why):
@@ -88,9 +90,10 @@ def finish_transcript(
             # on this clip's own audio (a tiny model's by base where base is on this machine),
             # refined and guarded (held-out packed word-by-word p90 306 ms with the transcriber's
             # pack times kept, 67 with these)
-            before, _ = _cross_attention_times(
-                words, dropped, language, samples, _previous_timer(s), regions, own_audio
-            )
+            with stage("fallback"):
+                before, _ = _cross_attention_times(
+                    words, dropped, language, samples, _previous_timer(s), regions, own_audio
+                )
             fallback = _refined(before, regions) if s.refine else before
             aligned = between_timed(aligned, fallback, [w is None for w in why])
         words = aligned
@@ -100,9 +103,7 @@ def finish_transcript(
         timing = timing_record("cross-attention" if s.aligner != "none" else "transcriber", [None] * len(words))
     if s.fillers:
         words = sorted(words + fillers, key=lambda w: (w.begin_ms, w.end_ms))
-    return Transcript(
-        s.model, language, tuple(words), s, tuple(dropped), runtime_of(s), tuple(fillers), timing
-    )
+    return Transcript(s.model, language, tuple(words), s, tuple(dropped), runtime_of(s), tuple(fillers), timing)
 
 
 def timing_record(by: str, why: list[str | None]) -> dict[str, Any]:
@@ -274,14 +275,17 @@ def transcribe_words(
         temperature=[0.0] if packed else [0.0, 0.2, 0.4],
         compression_ratio_threshold=None if packed else REPETITIVE,
     )
-    model = load_model(s.model, s.device, s.threads, replicas(), s.compute_type)
-    segments, info, sampled = _decode(model, samples, options)
+    with stage("model load"):  # once per process: the models are cached
+        model = load_model(s.model, s.device, s.threads, replicas(), s.compute_type)
+    with stage("asr decode"):
+        segments, info, sampled = _decode(model, samples, options)
     if sampled:
         # the fallback sampled: decoded again from a seed of this audio alone, so the words do not
         # depend on what this process (or thread, or worker) transcribed before
         with SEED_LOCK:
             model = seeded_model(s.model, s.device, s.threads, clip_seed(samples), s.compute_type)
-            segments, info, _ = _decode(model, samples, options)
+            with stage("asr decode"):
+                segments, info, _ = _decode(model, samples, options)
     dropped: list[str] = []
     kept = [_segment_words(seg, 0.0, dropped, not packed) for seg in segments]
     return [words for words in kept if words], dropped, lang or info.language

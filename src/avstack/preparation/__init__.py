@@ -6,7 +6,7 @@ clips: packs and batches), executors/ (local processes that survive crashes; Ray
 job: plan, run, manifest, prepare.json). Both executors call down into the stages.
 
 May import: avstack.io, avstack.limits, avstack.lifeline, avstack.manifest, avstack.media,
-avstack.asr. Never a task, a prompt or a run.
+avstack.asr, avstack.profiling (where each stage spends its time). Never a task, a prompt or a run.
 """
 
 from avstack.preparation.driver import EXECUTORS, PrepareReport, prepare

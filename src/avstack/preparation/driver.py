@@ -6,6 +6,7 @@ nothing and trusts nothing half-written."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
@@ -23,6 +24,8 @@ from avstack.preparation.feeder import AsrFeeder, asr_mode, asr_order
 from avstack.preparation.jobplan import JobPlan, plan_job
 from avstack.preparation.settings import PrepareSettings
 from avstack.preparation.stages import crashed_record, prepare_clip
+from avstack.profiling import profiled, stage
+from avstack.profiling import summarize as summarize_profile
 
 if TYPE_CHECKING:
     pass
@@ -38,6 +41,7 @@ class PrepareReport:
     cache_hits: int = 0
     failed: list[ClipRecord] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # files of a plain folder that are not videos by name
+    profile: dict = field(default_factory=dict)  # wall and CPU time per stage (avstack.profiling.summarize)
 
     @property
     def records(self) -> list[ClipRecord]:
@@ -90,6 +94,14 @@ def prepare(
     if mode != "single":  # decoded in the order ASR takes them, so packs fill while decoding goes on
         jobs = asr_order(jobs, mode)
     writer = ManifestWriter(out)
+    started = time.perf_counter()
+    profiles: list[dict] = []
+
+    def add(rec: ClipRecord) -> None:
+        with profiled() as writing:  # the driver's own share: the manifest line
+            with stage("writing"):
+                writer.add(rec)
+        profiles.append(_merged(rec.profile, writing))
 
     def run(stage_settings: PrepareSettings) -> Iterable[ClipRecord]:
         if executor == "ray":
@@ -103,17 +115,27 @@ def prepare(
     gpu_actors = executor == "ray" and mode == "batched" and _ray_gpus(ray_address) > 0
     if mode == "single" or gpu_actors:
         for rec in run(s):
-            writer.add(rec)
+            add(rec)
     else:
         # decoders in the workers; ASR here, across clips, while they go on
         media_only = replace(s, anchors=tuple(dict.fromkeys([*(a for a in s.anchors if a != "asr"), "audio"])))
-        feeder = AsrFeeder(jobs, s, out, mode, writer.add)
+        feeder = AsrFeeder(jobs, s, out, mode, add)
         for rec in run(media_only):
             feeder.add(rec)
         feeder.finish()
     manifest = writer.finish()
-    _write_prepare_json(out, data_root, s, writer.count, len(writer.failed), executor, plan)
-    return PrepareReport(manifest, writer.count, writer.cache_hits, writer.failed, skipped)
+    profile = summarize_profile(profiles, time.perf_counter() - started, workers or 1)
+    _write_prepare_json(out, data_root, s, writer.count, len(writer.failed), executor, plan, profile)
+    return PrepareReport(manifest, writer.count, writer.cache_hits, writer.failed, skipped, profile)
+
+
+def _merged(a: dict, b: dict) -> dict:
+    """Two profiles of one clip as one (stage times added)."""
+    out = dict(a)
+    for name, (wall, cpu) in b.items():
+        w0, c0 = out.get(name, (0.0, 0.0))
+        out[name] = (w0 + wall, c0 + cpu)
+    return out
 
 
 def _asr_on_gpu(s: PrepareSettings) -> bool:
@@ -153,7 +175,14 @@ def _init_worker(parent_pid: int) -> None:
 
 
 def _write_prepare_json(
-    out: Path, data_root: str | Path, s: PrepareSettings, clips: int, failed: int, executor: str, plan: JobPlan
+    out: Path,
+    data_root: str | Path,
+    s: PrepareSettings,
+    clips: int,
+    failed: int,
+    executor: str,
+    plan: JobPlan,
+    profile: dict,
 ) -> None:
     meta = {
         "format": FORMAT,
@@ -163,5 +192,8 @@ def _write_prepare_json(
         "clips": clips,
         "failed": failed,
         "plan": plan.to_json(),  # what was chosen for this job, and why (avstack.jobplan)
+        # where the time went: wall and CPU seconds per stage, summed over clips (avstack.profiling);
+        # this run's, so it differs from run to run (the manifest does not)
+        "profile": profile,
     }
     write_json_atomic(out / "prepare.json", meta | ({"executor": executor} if executor != "local" else {}))

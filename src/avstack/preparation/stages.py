@@ -13,6 +13,7 @@ from avstack.io import read_json, sha256_file, write_json_atomic, write_wav_floa
 from avstack.manifest import ClipRecord, FrameRef
 from avstack.preparation.discover import ClipJob
 from avstack.preparation.settings import CACHE_VERSION, PrepareSettings, cache_key
+from avstack.profiling import profiled, stage
 
 if TYPE_CHECKING:
     from avstack import media
@@ -54,7 +55,8 @@ def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) ->
         "decode_path": note or decode_path,
         "thread_type": s.thread_type,
     }
-    write_json_atomic(index_path, result)
+    with stage("writing"):
+        write_json_atomic(index_path, result)
     return result | {"cache_hit": False}
 
 
@@ -75,8 +77,9 @@ def _write_frames(
         write_jpeg(out / rel, frame.image, s.jpeg_quality, None, "bgr")
         return {"index": frame.index, "pts_ms": frame.pts_ms, "path": rel.as_posix()}
 
-    with media.FrameReader(job.path, sampling, pixel_format="bgr24") as reader:
-        frames = reader.map_frames(write, sampling.threads)
+    with stage("probe"), media.FrameReader(job.path, sampling, pixel_format="bgr24") as reader:
+        with stage("frames"):  # decoding and JPEG encoding interleave on the decoding threads
+            frames = reader.map_frames(write, sampling.threads)
         return reader.info, reader.decode_path, frames, reader.damage
 
 
@@ -159,9 +162,12 @@ def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path
         return cached
     import soundfile as sf
 
-    samples, _ = sf.read(out / audio["path"], dtype="float32")
-    result = asr.transcribe(samples, settings).to_ecog()
-    write_json_atomic(path, result)
+    with stage("asr read"):
+        samples, _ = sf.read(out / audio["path"], dtype="float32")
+    with stage("asr"):
+        result = asr.transcribe(samples, settings).to_ecog()
+    with stage("writing"):
+        write_json_atomic(path, result)
     return result
 
 
@@ -181,12 +187,20 @@ INFO_FIELDS = ("duration_ms", "width", "height", "rotation", "vfr", "fps", "has_
 
 
 def prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
-    """The manifest record of one clip. Never raises: failures become `error`."""
+    """The manifest record of one clip, with where its time went (`profile`, not in the manifest).
+    Never raises: failures become `error`."""
+    with profiled() as profile:
+        rec = _prepare_clip(job, s, out)
+    return replace(rec, profile=profile)
+
+
+def _prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
     rec = base_record(job)
     if job.problem:
         return rec.failed(job.problem)
     try:
-        sha = sha256_file(job.path)
+        with stage("hash"):
+            sha = sha256_file(job.path)
         rec = replace(rec, sha256=sha)
         fr = frames_stage(job, sha, s, out)
         frames = tuple(FrameRef(**f) for f in fr["frames"])
@@ -202,7 +216,8 @@ def prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
         if job.check is not None and (problem := job.check(rec)):
             return rec.failed(problem)
         if "audio" in s.anchors or "asr" in s.anchors:
-            audio = audio_stage(job, sha, s, out, fr["info"])
+            with stage("audio"):
+                audio = audio_stage(job, sha, s, out, fr["info"])
             rec = replace(rec, audio=audio, damage=rec.damage + tuple((audio or {}).get("damage") or ()))
             if "asr" in s.anchors:
                 rec = replace(rec, asr=asr_stage(job, audio, s, out) if audio else no_audio_asr(s))

@@ -112,6 +112,11 @@ def _pct(values: list[int], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
+def _ms(values: list[int], q: float) -> int | None:
+    """A percentile in whole ms; None when there is nothing to take it of (a take with no word heard)."""
+    return round(_pct(values, q)) if values else None
+
+
 def evaluate(
     cases: list[Case], settings: asr.AsrSettings, noise_cases: int = 3, mode: str = "single"
 ) -> dict[str, Any]:
@@ -217,13 +222,13 @@ def _summary(
         "clips": len(cases),
         "words": total.words,
         "recognized_pct": round(100 * total.recognized / max(1, total.words), 1),
-        "begin_median_ms": round(_pct(total.begin_errors, 50)),
-        "begin_p90_ms": round(_pct(total.begin_errors, 90)),
-        "end_median_ms": round(_pct(total.end_errors, 50)),
-        "end_p90_ms": round(_pct(total.end_errors, 90)),
-        "boundary_median_ms": round(_pct(both, 50)),
-        "boundary_p90_ms": round(_pct(both, 90)),
-        "bias_ms": round(_pct(total.signed, 50)),
+        "begin_median_ms": _ms(total.begin_errors, 50),
+        "begin_p90_ms": _ms(total.begin_errors, 90),
+        "end_median_ms": _ms(total.end_errors, 50),
+        "end_p90_ms": _ms(total.end_errors, 90),
+        "boundary_median_ms": _ms(both, 50),
+        "boundary_p90_ms": _ms(both, 90),
+        "bias_ms": _ms(total.signed, 50),
         "collapsed": total.collapsed,
         "rtf": round(rtf, 4),
         "noise_only_words": noise_words,
@@ -240,7 +245,7 @@ def tail_causes(causes: list[tuple[int, str]], p90: float) -> dict[str, Any]:
     tail = [kind for err, kind in causes if err >= p90 and err > 0]
     kinds = (PAUSE, MISHEARD, INSIDE)
     return {
-        "from_ms": round(p90),
+        "from_ms": round(p90) if np.isfinite(p90) else None,
         "edges": len(tail),
         "share_pct": {k: round(100 * tail.count(k) / max(1, len(tail))) for k in kinds},
         "of_all_pct": {k: round(100 * sum(kind == k for _, kind in causes) / max(1, len(causes))) for k in kinds},
