@@ -108,12 +108,36 @@ def pick_device(device: str, compute_type: str = "auto") -> tuple[str, str]:
     return device, compute_type
 
 
-@lru_cache(maxsize=4)
+_LOADING = threading.Lock()  # one load at a time: a warm-up thread and the first clip share one model
+
+
 def load_model(name: str, device: str = "auto", threads: int = 1, replicas: int = 1, compute_type: str = "auto") -> Any:
     """Loaded once per process and reused for every clip. `threads` is the CPU threads of one
     transcription: a fixed number, never "whatever the cores are", because on some CPU back-ends
     (MKL) the numbers move with it; parallelism comes from `replicas` transcriptions side by side
-    (or from worker processes), each with its own `threads`."""
+    (or from worker processes), each with its own `threads`. A caller that arrives while another
+    thread loads the same model waits for that load (`warm_up`) instead of loading it again."""
+    with _LOADING:
+        return _loaded(name, device, threads, replicas, compute_type)
+
+
+def warm_up(name: str, device: str, threads: int, compute_type: str) -> threading.Thread:
+    """Load a model on a thread of its own, now: a prepare worker's first clip decodes its frames
+    and audio meanwhile, and its ASR finds the model loaded (or waits for the rest of the load)."""
+
+    def load() -> None:
+        try:
+            load_model(name, device, threads, 1, compute_type)
+        except Exception:  # noqa: BLE001 - the clip's own load raises it again, naming the clip
+            pass
+
+    thread = threading.Thread(target=load, name="avstack-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+@lru_cache(maxsize=4)
+def _loaded(name: str, device: str, threads: int, replicas: int, compute_type: str) -> Any:
     dev, compute = pick_device(device, compute_type)
     one_blas_thread()
     return _whisper_class()(

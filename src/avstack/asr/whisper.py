@@ -283,7 +283,8 @@ def transcribe_words(
         # the fallback sampled: decoded again from a seed of this audio alone, so the words do not
         # depend on what this process (or thread, or worker) transcribed before
         with SEED_LOCK:
-            model = seeded_model(s.model, s.device, s.threads, clip_seed(samples), s.compute_type)
+            with stage("model load"):  # a fresh model: its sampler starts from this clip's seed
+                model = seeded_model(s.model, s.device, s.threads, clip_seed(samples), s.compute_type)
             with stage("asr decode"):
                 segments, info, _ = _decode(model, samples, options)
     dropped: list[str] = []

@@ -164,14 +164,28 @@ def _run_jobs(
     # spawn: decoder and CTranslate2 threads do not survive a fork safely
     ctx = get_context("spawn")
     run_one = partial(prepare_clip, s=s, out=out)
-    results = map_surviving(run_one, jobs, workers, ctx, crashed_record, _init_worker, (os.getpid(),))
+    results = map_surviving(run_one, jobs, workers, ctx, crashed_record, _init_worker, (os.getpid(), _warm_model(s)))
     yield from wrap(results, len(jobs))
 
 
-def _init_worker(parent_pid: int) -> None:
+def _init_worker(parent_pid: int, warm: tuple[str, str, int, str] | None = None) -> None:
     from avstack.lifeline import tie_to_parent
 
     tie_to_parent(parent_pid)  # a killed prepare leaves no worker writing on
+    if warm is not None:
+        from avstack.asr.models import warm_up
+
+        # the model loads while the first clip's frames and audio decode: a worker's first
+        # transcription no longer waits for the whole load (tiny.en: about a second a worker)
+        warm_up(*warm)
+
+
+def _warm_model(s: PrepareSettings) -> tuple[str, str, int, str] | None:
+    """What a worker loads before its first clip asks: the transcriber, when this job's workers
+    transcribe (ASR per clip in the stage)."""
+    if "asr" not in s.anchors or asr_mode(s) != "single":
+        return None
+    return s.asr_model, s.asr_device, s.asr_threads, s.asr_compute
 
 
 def _write_prepare_json(
