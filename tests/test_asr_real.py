@@ -110,6 +110,18 @@ def test_the_guard_keeps_the_models_times_where_alignment_cannot_show_better():
     assert collapse_guard(model, refined) == [asr.Word("a", 0, 190, 1.0), asr.Word("b", 200, 500, 1.0)]
 
 
+def test_a_word_is_not_squeezed_by_its_neighbours_moved_end():
+    """An end moved into a short word after it (the speech energy moves ends later) stops where
+    that word begins, when in_order would leave the word under a phone; otherwise in_order's
+    rule (the later begin moves) stands."""
+    from avstack.asr.refine import ends_before_next
+
+    uh, up = asr.Word("uh,", 11_270, 11_760, 1.0), asr.Word("up", 11_710, 11_780, 1.0)
+    assert ends_before_next([uh, up]) == [asr.Word("uh,", 11_270, 11_710, 1.0), up]
+    long_next = [asr.Word("in", 16_360, 16_590, 1.0), asr.Word("the", 16_560, 16_630, 1.0)]
+    assert ends_before_next(long_next) == long_next  # "the" keeps 40 ms after in_order: left alone
+
+
 def test_a_chunk_is_aligned_over_its_speech_not_the_whole_pause():
     """A chunk cut in the middle of a long pause keeps half a second of it either side of its
     speech (its voiced regions and its words' own times), never more than the chunk."""
