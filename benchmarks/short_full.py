@@ -104,6 +104,26 @@ def score_handwritten(out: Path, truths: dict[str, list[dict[str, Any]]]) -> dic
 HANDWRITTEN = "hand-written pipeline"
 
 
+def print_profiles(rows: list[dict[str, Any]]) -> None:
+    """Where each configuration's time went (its last round's prepare.json): wall seconds per
+    stage summed over the clips, and the run's wall time x workers, so idle workers show as the
+    difference. A configuration without a profile (the hand-written pipeline, a commit before
+    the profile) is left out."""
+    found = [r for r in rows if r.get("profile")]
+    if not found:
+        return
+    stages = list(dict.fromkeys(s for r in found for s in r["profile"]["stages"]))
+    cols = ["config", "wall x workers", "stages summed", *stages]
+    print("\nStage profile (wall s summed over clips, last round):\n")
+    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    for r in found:
+        p = r["profile"]
+        summed = sum(v["wall_s"] for v in p["stages"].values())
+        cells = [r["config"], f"{p['wall_s'] * p['workers']:.1f}", f"{summed:.1f}"]
+        cells += [f"{p['stages'][s]['wall_s']:.2f}" if s in p["stages"] else "-" for s in stages]
+        print("| " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--clips", type=int, default=24)
@@ -129,6 +149,7 @@ def main() -> None:
         times: dict[str, list[float]] = {k: [] for k in configs}
         scores: dict[str, dict[str, Any]] = {}
         plans: dict[str, Any] = {}
+        profiles: dict[str, Any] = {}  # each configuration's stage profile (prepare.json), last round
         for _ in range(args.rounds):
             for label, extra in configs.items():
                 out = tmp / "out"
@@ -156,7 +177,8 @@ def main() -> None:
                     scores[label], plans[label] = score_handwritten(out, truths), None
                 else:
                     scores[label] = score(out, truths)
-                    plans[label] = json.loads((out / "prepare.json").read_text()).get("plan")
+                    meta = json.loads((out / "prepare.json").read_text())
+                    plans[label], profiles[label] = meta.get("plan"), meta.get("profile")
         base = next(iter(configs))
         rows = []
         for label in configs:
@@ -165,6 +187,7 @@ def main() -> None:
                 {
                     "config": label,
                     "plan": plans[label],
+                    "profile": profiles.get(label),
                     "seconds": round(statistics.median(secs), 2),
                     "clips_per_s": round(args.clips / statistics.median(secs), 2),
                     "time_vs_handwritten": round(statistics.median(a / b for a, b in zip(secs, times[base])), 2),
@@ -176,6 +199,7 @@ def main() -> None:
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
         print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    print_profiles(rows)
     meta = {"clips": args.clips, "size": args.size, "rounds": args.rounds}
     args.json.write_text(json.dumps(meta | {"rows": rows}, indent=1))
 
