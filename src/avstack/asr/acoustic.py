@@ -10,17 +10,20 @@ that sound like it: a phone lasts at least 3 frames (no word collapses), and bet
 words the grammar allows silence, noise, and the fillers people say ("um", "uh", "er"), so an
 unspoken-for hesitation gets its own span instead of being absorbed by a neighbour.
 
-How: the take is cut into chunks of at most CHUNK_S at pauses (the longest silences between
-voiced regions), each narrowed to its speech and half a second either side; each chunk's words
-are aligned as a finite-state grammar: optional fillers, word 1, optional fillers, word 2, ...,
-with silence and noise allowed anywhere. Words outside the dictionary get a letter-by-letter
+How: the take is cut at every pause the transcriber heard and into chunks of at most CHUNK_S
+(asr.takes), each narrowed to its speech and half a second either side; each chunk's words are
+aligned as a finite-state grammar: optional fillers, word 1, optional fillers, word 2, ..., with
+silence and noise allowed anywhere. Words outside the dictionary get a letter-by-letter
 pronunciation (an approximation: its length is about right, which is what an edge needs). An
 edge next to a pause the aligner found moves to the speech energy's own edge
-(`to_energy_edges`). A chunk whose alignment fails (no path, or a different word sequence) is
-halved at its longest pause; a piece that cannot be halved is searched once more, wider, read
-off the Viterbi back-trace. One that fails that too is noted, and its words are reported
-untimed: the caller (asr.whisper) gives them the times of the path before this one; `guard`
-keeps a word's own times where the alignment cannot show it did better.
+(`to_energy_edges`). A chunk the word lattice cannot align (no path, or a different word
+sequence) is searched again at once with wide beams and read off the Viterbi back-trace, whose
+words forced to the HMM's shortest go untimed alone; a chunk that fails both is halved at its
+longest pause and tried again, and one that cannot be halved is noted. Untimed words keep the
+transcriber's times inside the room their timed neighbours leave (refine.between_timed); the
+caller (asr.whisper) gives them the times of the path before this one, the same way, and says
+how many words each way and why (`asr.timing`); `guard` keeps a word's own times where the
+alignment cannot show it did better.
 """
 
 from __future__ import annotations
@@ -63,8 +66,9 @@ MIN_WORD_MS = 30  # one phone of three 10 ms states: anything shorter is not an 
 FORCED_PHONES = 3
 # the back-trace's beams: wide, since the grammar already fixes the words (a handful of paths, so
 # width costs little) and in spontaneous speech the right path runs far below the best partial one
-# for a while (a reduced word, a filler, a cough): at 1e-48 the shared real take's chunks found no
-# path at all, at 1e-80 some, at 1e-120 every one (benchmarks/asr_timing.py --speech real)
+# for a while (a reduced word, a filler, a cough): at the old 1e-48, pieces holding 33 of the
+# shared real take's 59 words (tiny.en) found no path; at 1e-120 none (1e-80 left some, 1e-160
+# changed nothing; benchmarks/asr_timing.py --speech shared)
 BACKTRACE_BEAM = 1e-120
 
 
