@@ -97,10 +97,11 @@ def finish_transcript(
             fallback = _refined(before, regions) if s.refine else before
             aligned = between_timed(aligned, fallback, [w is None for w in why])
         words = aligned
-    else:
-        if s.refine and regions is not None:
+    else:  # no words to align, or another language
+        if not by_acoustics and s.refine and regions is not None:
             words = _refined(words, regions)
-        timing = timing_record("cross-attention" if s.aligner != "none" else "transcriber", [None] * len(words))
+        by = "acoustic" if by_acoustics else ("transcriber" if s.aligner == "none" else "cross-attention")
+        timing = timing_record(by, [None] * len(words))
     if s.fillers:
         words = sorted(words + fillers, key=lambda w: (w.begin_ms, w.end_ms))
     return Transcript(s.model, language, tuple(words), s, tuple(dropped), runtime_of(s), tuple(fillers), timing)
