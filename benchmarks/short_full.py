@@ -8,7 +8,7 @@ configuration is only worth having when its words are as good.
 
     python benchmarks/short_full.py --rounds 2 --before e2f88f0   # also avstack as of that commit
 
-`--before REV` runs avstack as it was at a git revision (its default configuration), in the same
+`--before REV` (repeatable) runs avstack as it was at a git revision (its default configuration), in the same
 rounds: the baseline "today's default" of a change, measured rather than remembered. Every
 configuration is also given as a ratio to the hand-written per-clip pipeline
 (`benchmarks/handwritten.py`: PyAV frames at 2 fps + faster-whisper int8 word timestamps),
@@ -129,7 +129,9 @@ def main() -> None:
     ap.add_argument("--clips", type=int, default=24)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--size", default="640x360", help="video size (frames cost more at 1080p; ASR is the same)")
-    ap.add_argument("--before", help="a git revision whose default configuration is the baseline")
+    ap.add_argument(
+        "--before", action="append", default=[], help="a git revision whose default is a baseline (repeatable)"
+    )
     ap.add_argument("--json", type=Path, default=Path("benchmarks/short_full.json"))
     args = ap.parse_args()
     configs: dict[str, list[str]] = {
@@ -141,10 +143,10 @@ def main() -> None:
     env_of: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        if args.before:
-            label = f"default at {args.before}"
+        for k, rev in enumerate(reversed(args.before)):
+            label = f"default at {rev}"
             configs = {HANDWRITTEN: [], label: [], **configs}
-            env_of[label] = checkout(args.before, tmp / "before")
+            env_of[label] = checkout(rev, tmp / f"before{k}")
         truths = make_clips(tmp / "clips", args.clips, args.size)
         times: dict[str, list[float]] = {k: [] for k in configs}
         scores: dict[str, dict[str, Any]] = {}
