@@ -91,15 +91,20 @@ def profiled() -> Iterator[dict[str, tuple[float, float]]]:
         result.update({k: (round(w, 4), round(c, 4)) for k, (w, c) in prof.totals.items()})
 
 
+def merged(*profiles: Mapping[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    """Profiles added up stage by stage (one clip's parts, or many clips)."""
+    out: dict[str, tuple[float, float]] = {}
+    for prof in profiles:
+        for name, (wall, cpu) in prof.items():
+            w0, c0 = out.get(name, (0.0, 0.0))
+            out[name] = (w0 + wall, c0 + cpu)
+    return out
+
+
 def summarize(per_clip: Sequence[Mapping[str, tuple[float, float]]], wall_s: float, workers: int) -> dict[str, Any]:
     """The stages summed over clips (wall and CPU seconds, share of the summed wall), with the run's
     own wall time and worker count: summed stage time over workers x wall shows how busy they were."""
-    totals: dict[str, list[float]] = {}
-    for prof in per_clip:
-        for name, (wall, cpu) in prof.items():
-            t = totals.setdefault(name, [0.0, 0.0])
-            t[0] += wall
-            t[1] += cpu
+    totals = merged(*per_clip)
     summed = sum(w for w, _ in totals.values())
     order = [s for s in STAGES if s in totals] + sorted(set(totals) - set(STAGES))
     return {

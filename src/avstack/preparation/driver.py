@@ -24,7 +24,7 @@ from avstack.preparation.feeder import AsrFeeder, asr_mode, asr_order
 from avstack.preparation.jobplan import JobPlan, plan_job
 from avstack.preparation.settings import PrepareSettings
 from avstack.preparation.stages import crashed_record, prepare_clip
-from avstack.profiling import profiled, stage
+from avstack.profiling import merged, profiled, stage
 from avstack.profiling import summarize as summarize_profile
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def prepare(
         with profiled() as writing:  # the driver's own share: the manifest line
             with stage("writing"):
                 writer.add(rec)
-        profiles.append(_merged(rec.profile, writing))
+        profiles.append(merged(rec.profile, writing))
 
     def run(stage_settings: PrepareSettings) -> Iterable[ClipRecord]:
         if executor == "ray":
@@ -127,15 +127,6 @@ def prepare(
     profile = summarize_profile(profiles, time.perf_counter() - started, workers or 1)
     _write_prepare_json(out, data_root, s, writer.count, len(writer.failed), executor, plan, profile)
     return PrepareReport(manifest, writer.count, writer.cache_hits, writer.failed, skipped, profile)
-
-
-def _merged(a: dict, b: dict) -> dict:
-    """Two profiles of one clip as one (stage times added)."""
-    out = dict(a)
-    for name, (wall, cpu) in b.items():
-        w0, c0 = out.get(name, (0.0, 0.0))
-        out[name] = (w0 + wall, c0 + cpu)
-    return out
 
 
 def _asr_on_gpu(s: PrepareSettings) -> bool:
