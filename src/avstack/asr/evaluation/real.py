@@ -140,7 +140,10 @@ def shared_take(shared: Path) -> Case | None:
     audio = load_audio(wav)
     if audio is None:
         raise ValueError(f"{wav}: expected an audio track, found none")
-    words = json.loads(labels.read_text(encoding="utf-8"))["words"]
-    truth = [w for w in words if w["text"] not in SPOKEN_FILLERS]
+    try:
+        words = json.loads(labels.read_text(encoding="utf-8"))["words"]
+        truth = [w for w in words if w["text"] not in SPOKEN_FILLERS]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{labels}: expected {{'words': [{{text, begin_time, end_time}}, ...]}}; {exc!r}") from None
     fillers = tuple(w for w in words if w["text"] in SPOKEN_FILLERS)
     return DisfluentCase("en", audio, truth, 0, fillers)
