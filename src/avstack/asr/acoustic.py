@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from avstack.asr.lexicon import letter_phones, lexicon, spoken
-from avstack.asr.refine import between_timed
+from avstack.asr.refine import PHONE_MS, between_timed
 from avstack.asr.takes import around_speech, chunks, split_at_pause
 from avstack.asr.types import RATE, Word
 
@@ -57,7 +57,7 @@ MIN_FILLER_MS = 200
 EDGE_REACH_MS = 100  # how far an edge next to a pause may move to where the speech energy starts or stops
 FRAME_MS = 10  # PocketSphinx's frame
 STATES = 3  # frames a phone takes at the least: its HMM's three states, one frame each
-MIN_WORD_MS = 30  # one phone of three 10 ms states: anything shorter is not an alignment
+MIN_WORD_MS = PHONE_MS  # one phone of three 10 ms states: anything shorter is not an alignment
 # a word the back-trace holds at the HMM's shortest (STATES frames a phone) with this many phones or
 # more was forced there, not found: a one- or two-phone function word ("a", "I", "the") really is
 # 30-60 ms in fast spontaneous speech (the shared real take's reference: "a" 40 ms, "I" 30 ms),

@@ -76,16 +76,8 @@ def resolve_model(name: str) -> str:
 
 # CTranslate2 compute types a user may ask for; "auto" is the reproducible default (pick_device)
 COMPUTE_TYPES = (
-    "auto",
-    "float32",
-    "int8",
-    "int8_float32",
-    "int16",
-    "float16",
-    "int8_float16",
-    "bfloat16",
-    "int8_bfloat16",
-)
+    "auto", "float32", "int8", "int8_float32", "int16", "float16", "int8_float16", "bfloat16", "int8_bfloat16",
+)  # fmt: skip
 # On a CPU, float32 is the compute type whose words do not depend on the machine: int8's GEMMs are
 # integer kernels that Intel MKL and oneDNN (what CTranslate2 picks on AMD) round and saturate
 # differently, so the same clip gave other words with CT2_USE_MKL=0 and =1 and under a lower ISA

@@ -14,6 +14,7 @@ from avstack.asr import acoustic
 from avstack.asr.align import aligner_model, aligner_setting, realign
 from avstack.asr.models import SAMPLED, SEED_LOCK, load_model, replicas, resolve_model, seeded_model
 from avstack.asr.refine import (
+    PHONE_MS,
     between_timed,
     bound_to_speech,
     in_order,
@@ -154,7 +155,7 @@ def _refined(words: list[Word], regions: list[tuple[int, int]]) -> list[Word]:
     return collapse_guard(words, own_region_edges(refined, regions))
 
 
-COLLAPSED_MS = 30  # shorter than one phone: a word squeezed to this was not measured, it was lost
+COLLAPSED_MS = PHONE_MS  # shorter than one phone: a word squeezed to this was not measured, it was lost
 
 
 def collapse_guard(model: list[Word], refined: list[Word]) -> list[Word]:
