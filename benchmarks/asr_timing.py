@@ -60,13 +60,22 @@ def plain_row(cases: list[asr_eval.Case], model: str) -> dict:
     hyps = asr_eval.plain_words(cases, model)
     rtf = (time.perf_counter() - t0) / (sum(len(c.audio) for c in cases) / asr.RATE)
     row = asr_eval.summarize(cases, hyps, 0, rtf)
-    return {"model": model, "lang": "en", "mode": "plain faster-whisper", "refine": None} | row
+    return {"model": model, "lang": cases[0].lang, "mode": "plain faster-whisper", "refine": None} | row
 
 
-def speech_cases(speech: str, clips: int) -> tuple[list[asr_eval.Case], list[str]]:
-    """real: praatio's hand-aligned read sentences (fetched from PyPI once) and the shared real
-    spontaneous take (../shared/realspeech, where present); shared: that take alone; disfluent:
-    takes of 20-60 s with fillers, pauses, slow and fast stretches, restarts, quiet stretches."""
+def speech_cases(speech: str, clips: int, speaker: str = "3") -> tuple[list[asr_eval.Case], list[str]]:
+    """zh-real: Mandarin instructions joined from gcin-voice's recorded syllables (`speaker`: "3"
+    is tuned on, "5" held out); real: praatio's hand-aligned read sentences (fetched from PyPI
+    once) and the shared real spontaneous take (../shared/realspeech, where present); shared:
+    that take alone; disfluent: takes of 20-60 s with fillers, pauses, slow and fast stretches,
+    restarts, quiet stretches."""
+    if speech == "zh-real":
+        if not asr_eval.gcin_available(speaker):
+            raise SystemExit(
+                f"gcin-voice's speaker {speaker!r} is not installed (apt-get install gcin-voice; pip install pypinyin)"
+            )
+        cases = asr_eval.gcin_cases(speaker)
+        return cases, ["all"] * len(cases)
     if speech in ("real", "shared"):
         cases = []
         if speech == "real":
@@ -83,6 +92,7 @@ def speech_cases(speech: str, clips: int) -> tuple[list[asr_eval.Case], list[str
     return cases, ["all"] * len(cases)
 
 
+REAL_SPEECH = ("real", "shared", "disfluent", "zh-real")  # sets with no noise-only clips, plain faster-whisper beside
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"  # ../shared beside the project
 TAKE_NAMES = [*asr_eval.REAL_NAMES, "shared spontaneous take"]  # --speech real, case by case
 
@@ -118,7 +128,7 @@ def peer_row(peer: str, python: str, cases: list[asr_eval.Case], model: str) -> 
             np.save(paths[-1], audio.astype(np.float32))
         jobs, out = Path(name) / "jobs.json", Path(name) / "out.json"
         jobs.write_text(json.dumps(paths))
-        cmd = [python, str(PEER_SCRIPTS[peer]), asr.resolve_model(model), str(jobs), str(out)]
+        cmd = [python, str(PEER_SCRIPTS[peer]), asr.resolve_model(model), str(jobs), str(out), cases[0].lang]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode:
             raise SystemExit(f"the {peer} peer ({python}) exited {done.returncode}:\n{done.stderr[-3000:]}")
@@ -144,8 +154,10 @@ def main() -> None:
         "--speech",
         default="words",
         help="words (synthesized one by one), connected (festival), real (hand-aligned recordings), shared "
-        "(the shared real spontaneous take alone), disfluent",
+        "(the shared real spontaneous take alone), disfluent, zh-real (Mandarin joined from gcin-voice's real "
+        "syllables)",
     )
+    ap.add_argument("--speaker", default="3", help="gcin-voice speaker for --speech zh-real (3: tuning; 5: held out)")
     ap.add_argument("--voices", default=",".join(asr_eval.FESTIVAL_VOICES), help="festival voices (--speech connected)")
     ap.add_argument(
         "--modes",
@@ -158,8 +170,8 @@ def main() -> None:
     rows = []
     for spec in args.runs.split(","):
         lang, model = spec.split(":")
-        if args.speech in ("real", "shared", "disfluent"):
-            cases, folders = speech_cases(args.speech, args.clips)
+        if args.speech in REAL_SPEECH:
+            cases, folders = speech_cases(args.speech, args.clips, args.speaker)
         elif args.speech == "connected":
             cases, folders = connected_cases(args.clips, args.voices.split(","))
         else:
@@ -176,7 +188,7 @@ def main() -> None:
                 [cases[i] for i in order],
                 settings,
                 mode=mode,
-                noise_cases=0 if args.speech in ("real", "shared", "disfluent") else 3,
+                noise_cases=0 if args.speech in REAL_SPEECH else 3,
             )
             row["device"] = " ".join(asr.pick_device(args.device))
             row["beam"] = int(beam)
@@ -184,12 +196,12 @@ def main() -> None:
             row["layout"] = args.layout if args.speech == "words" else args.speech
             rows.append(row)
             print(json.dumps(row), flush=True)
-        if args.speech in ("real", "shared", "disfluent") and lang == "en":
+        if args.speech in REAL_SPEECH:
             row = plain_row(cases, model)
-            row |= {"device": "cpu int8", "beam": 5, "aligner": "-", "layout": args.speech}
+            row |= {"device": "cpu float32", "beam": 5, "aligner": "-", "layout": args.speech}
             rows.append(row)
             print(json.dumps(row), flush=True)
-        if args.peer and lang == "en":
+        if args.peer:
             row = peer_row(args.peer, args.peer_python, cases, model)
             row |= {"device": "cpu int8", "beam": 5, "aligner": "self", "layout": rows[-1]["layout"]}
             rows.append(row)
@@ -197,7 +209,7 @@ def main() -> None:
     cols = [
         "lang", "model", "device", "mode", "beam", "refine", "aligner", "layout", "clips", "words", "recognized_pct",
         "begin_median_ms", "begin_p90_ms", "end_median_ms", "end_p90_ms", "boundary_median_ms", "boundary_p90_ms",
-        "bias_ms", "collapsed",
+        "bias_ms", "within_50_pct", "collapsed",
         "rtf", "noise_only_words",
     ]  # fmt: skip
     print(f"\nmachine: {platform.machine()}, python {platform.python_version()}\n")

@@ -46,7 +46,10 @@ def _root(
 T = TypeVar("T")
 
 
-ALIGN_HELP = "What times the words: auto (= acoustic: phone HMMs for English, else self), self, none, or a model name"
+ALIGN_HELP = (
+    "What times the words: auto (= acoustic: phone HMMs for English and Mandarin, else self), self, none, "
+    "or a model name"
+)
 
 
 QUESTIONS_HELP = "videoqa: the questions file (JSONL/CSV; Charades-STA .txt, QVHighlights .jsonl, Video-MME table)"

@@ -136,9 +136,12 @@ def test_boundary_scoring_by_hand():
     sc = score_case(truth, hyp, "en")
     assert (sc.words, sc.recognized) == (3, 2)  # "this" heard as "the"
     assert sc.begin_errors == [100, 50] and sc.end_errors == [100, 100]
-    # Chinese is matched by character: 放到 heard as 放 + 到 still counts, its edges from both words
+    # Chinese is matched by character: 放到 heard as 放 + 到 still counts, its edges from both words;
+    # a character by its toneless pinyin: 那里 (na4 li3) heard as 哪里 (na3 li3) was heard, 这里 was not
     zh = [{"text": "放到", "begin_time": 100, "end_time": 600}, {"text": "那里", "begin_time": 700, "end_time": 1200}]
     sc = score_case(zh, [Word("放", 120, 300, 1), Word("到", 300, 650, 1), Word("哪里", 650, 1200, 1)], "zh")
+    assert (sc.recognized, sc.begin_errors, sc.end_errors) == (2, [20, 50], [50, 0])
+    sc = score_case(zh, [Word("放", 120, 300, 1), Word("到", 300, 650, 1), Word("这里", 650, 1200, 1)], "zh")
     assert (sc.recognized, sc.begin_errors, sc.end_errors) == (1, [20], [50])
 
 

@@ -1,10 +1,10 @@
 """Run in an interpreter that has stable-ts (it pulls torch; keep it out of avstack's environment):
 
-    PEER_PYTHON benchmarks/peers/stable_ts_words.py MODEL_DIR JOBS.json OUT.json
+    PEER_PYTHON benchmarks/peers/stable_ts_words.py MODEL_DIR JOBS.json OUT.json [LANG]
 
 JOBS.json lists .npy files of 16 kHz mono float32 audio; OUT.json gets, per path, stable-ts's words (text, begin and
 end in ms, probability) from `load_faster_whisper(MODEL_DIR).transcribe(...)` with stable-ts's
-defaults (silence suppression, regrouping), English, beam 5, one CPU thread: the same model and
+defaults (silence suppression, regrouping), in LANG (default English), beam 5, one CPU thread: the same model and
 decoding width as avstack's default. A clip it fails on (faster-whisper's word alignment raised an
 IndexError on a disfluent take under stable-ts's settings, not every run) gets no words and is
 listed under "failed"."""
@@ -19,13 +19,14 @@ import stable_whisper
 
 def main() -> None:
     model_dir, jobs, out = sys.argv[1:4]
+    language = sys.argv[4] if len(sys.argv) > 4 else "en"
     model = stable_whisper.load_faster_whisper(model_dir, device="cpu", compute_type="int8", cpu_threads=1)
     results, seconds, failed = {}, 0.0, {}
     for path in json.load(open(jobs)):
         audio = np.load(path).astype(np.float32)
         t0 = time.perf_counter()
         try:
-            result = model.transcribe(audio, language="en", beam_size=5, verbose=None)
+            result = model.transcribe(audio, language=language, beam_size=5, verbose=None)
         except Exception as exc:  # noqa: BLE001 - a clip the peer cannot do is its failure, counted
             failed[path] = f"{type(exc).__name__}: {exc}"
             results[path] = []

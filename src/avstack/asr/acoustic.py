@@ -42,8 +42,9 @@ from typing import Any
 
 import numpy as np
 
+from avstack.asr import pinyin
 from avstack.asr.lexicon import letter_phones, lexicon, spoken
-from avstack.asr.refine import PHONE_MS, between_timed
+from avstack.asr.refine import PHONE_MS, between_timed, syllable_edges
 from avstack.asr.takes import around_speech, chunks, split_at_pause
 from avstack.asr.types import RATE, Word
 
@@ -94,7 +95,8 @@ def _decoder(vocabulary: set[str], lattice: bool = True) -> Any:
     known = lexicon()
     lines = []
     for word in sorted(vocabulary | set(FILLERS)):
-        for k, phones in enumerate(known.get(word) or [letter_phones(word)]):
+        spelled = [pinyin.phones(word)] if word.startswith(pinyin.PREFIX) else known.get(word)
+        for k, phones in enumerate(spelled or [letter_phones(word)]):
             lines.append(f"{word}({k + 1}) {phones}" if k else f"{word} {phones}")
     with tempfile.TemporaryDirectory(prefix="avstack-dict-") as tmp:
         path = Path(tmp) / "words.dict"
@@ -140,21 +142,42 @@ class ChunkResult:
         return ChunkResult(spans, self.fillers, self.at_pause, self.forced)
 
 
-def _grammar(tokens: list[list[str]]) -> str:
-    filler = "[ <filler> ]"
+def _grammar(tokens: list[list[str]], fillers: tuple[str, ...] = FILLERS) -> str:
+    filler = "[ <filler> ]" if fillers else ""
     body = " ".join(f"{filler} {' '.join(t)}" for t in tokens if t)
-    alternatives = " | ".join(FILLERS)
+    alternatives = " | ".join(fillers or FILLERS)
     return f"#JSGF V1.0;\ngrammar take;\n<filler> = {alternatives};\npublic <take> = {body} {filler};\n"
 
 
-def _align_chunk(decoder: Any, words: list[Word], samples: np.ndarray, offset_ms: int) -> ChunkResult | None:
-    """Force-align `words` to `samples` (which start at `offset_ms` on the clip's clock); None
-    when there is no path through the grammar or it comes back with other words."""
-    tokens = [spoken(w.text).split() for w in words]
+LANGUAGES = ("en", "zh")  # the languages whose words the en-us phone models can time (asr.pinyin for zh)
+
+
+def fillers_of(language: str) -> tuple[str, ...]:
+    """The fillers allowed between a language's words. None for Mandarin: the en-us "um" and "uh"
+    took whole syllables there (a citation "ge" became "um" and "ge" moved onto the next
+    syllable, 1.3 s late, on gcin-voice's speaker 3), and Whisper writes Mandarin hesitations
+    (嗯, 呃) as characters, which are aligned as syllables."""
+    return () if language == "zh" else FILLERS
+
+
+def word_tokens(words: list[Word], language: str) -> list[list[str]]:
+    """Each word's tokens in the aligner's dictionary: English words as cmudict spells them;
+    Mandarin characters (one unit each) as their syllables (asr.pinyin)."""
+    if language == "zh":
+        return [[t] if t else [] for t in pinyin.syllable_tokens([w.text for w in words])]
+    return [spoken(w.text).split() for w in words]
+
+
+def _align_chunk(
+    decoder: Any, tokens: list[list[str]], samples: np.ndarray, offset_ms: int, allowed: tuple[str, ...] = FILLERS
+) -> ChunkResult | None:
+    """Force-align the words spelled by `tokens` (asr.acoustic.word_tokens) to `samples` (which
+    start at `offset_ms` on the clip's clock), with the fillers `allowed` between them; None when
+    there is no path through the grammar or it comes back with other words."""
     if not any(tokens):
         return None
     pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype(np.int16).tobytes()
-    decoder.add_jsgf_string("take", _grammar(tokens))
+    decoder.add_jsgf_string("take", _grammar(tokens, allowed))
     decoder.activate_search("take")
     decoder.start_utt()
     decoder.process_raw(pcm, full_utt=True)
@@ -285,27 +308,31 @@ def _start_worker(parent_pid: int) -> None:
         lexicon()
 
 
-def align(words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]]) -> Alignment:
+def align(words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]], language: str = "en") -> Alignment:
     """The words with acoustic edges (guarded), the fillers found between them, notes on the
     chunks that kept the transcriber's times, and per word None where the acoustics timed it, else
-    why not (NOT_ALIGNED, FORCED, SHORTER_THAN_A_PHONE). The
+    why not (NOT_ALIGNED, FORCED, SHORTER_THAN_A_PHONE). Mandarin (`language` "zh") is aligned
+    character by character: `words` are single characters there. The
     same result in this process or in the pool (`in_processes`): each clip gets a fresh decoder."""
     pool = _pool
     if pool is not None:
         try:
-            return pool.submit(_align_here, words, samples, regions).result()
+            return pool.submit(_align_here, words, samples, regions, language).result()
         except BrokenProcessPool:  # an aligner process died: this process aligns instead
             pass
-    return _align_here(words, samples, regions)
+    return _align_here(words, samples, regions, language)
 
 
-def _align_here(words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]]) -> Alignment:
+def _align_here(
+    words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]], language: str = "en"
+) -> Alignment:
     duration_ms = int(len(samples) * 1000 / RATE)
     out = list(words)
     why: list[str | None] = [NOT_ALIGNED] * len(words)
     fillers: list[Word] = []
     notes: list[str] = []
-    vocabulary = {t for w in words for t in spoken(w.text).split()}
+    tokens = word_tokens(words, language)
+    vocabulary = {t for ts in tokens for t in ts}
     decoder = _decoder(vocabulary)
     backtrace = None
     todo = list(chunks(words, regions, duration_ms))
@@ -316,7 +343,7 @@ def _align_here(words: list[Word], samples: np.ndarray, regions: list[tuple[int,
         a, b = around_speech(a, b, [words[i] for i in mine], regions)
         piece = samples[a * RATE // 1000 : b * RATE // 1000]
         try:
-            result = _align_chunk(decoder, [words[i] for i in mine], piece, a)
+            result = _align_chunk(decoder, [tokens[i] for i in mine], piece, a, fillers_of(language))
             if result is None:
                 # search once more, wider, and read the words off the Viterbi back-trace instead
                 # of the word lattice: the lattice step finds no path on some chunks whose search
@@ -326,7 +353,7 @@ def _align_here(words: list[Word], samples: np.ndarray, regions: list[tuple[int,
                 # shortest is no evidence (FORCED_PHONES) and goes untimed alone. The lattice's
                 # own alignments are not judged this way: a short "the" really is that short.
                 backtrace = backtrace or _decoder(vocabulary, lattice=False)
-                result = _align_chunk(backtrace, [words[i] for i in mine], piece, a)
+                result = _align_chunk(backtrace, [tokens[i] for i in mine], piece, a, fillers_of(language))
                 result = result and result.without_forced()
         except Exception as exc:  # noqa: BLE001 - the transcriber's times still stand
             result = None
@@ -350,5 +377,7 @@ def _align_here(words: list[Word], samples: np.ndarray, regions: list[tuple[int,
             else:
                 why[i] = None if edges[1] - edges[0] >= MIN_WORD_MS else SHORTER_THAN_A_PHONE
         fillers += result.fillers
+    if language == "zh":
+        out = syllable_edges(out, [w is None for w in why], samples)
     # a word not timed keeps the transcriber's times, in the room its timed neighbours leave
     return between_timed(out, words, [w is None for w in why]), fillers, notes, why

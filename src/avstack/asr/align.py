@@ -38,10 +38,11 @@ NO_SPACES = {"zh", "ja", "th", "lo", "my", "yue"}  # Whisper writes these withou
 
 def aligner_setting(requested: str, model: str) -> str:
     """What times `model`'s words, the one place "auto" is resolved: "acoustic" (phone HMMs on the
-    clip's own audio where the language has an acoustic model, English; elsewhere the model's own
-    cross-attention, as "self"). Measured on real speech, a bigger model's cross-attention (base
-    timing tiny's words) and the energy rules made the tail worse than the model alone; the
-    acoustics made it better (benchmarks/asr_timing.py --speech real)."""
+    clip's own audio where the en-us phone models can time the language, English and Mandarin,
+    asr.acoustic.LANGUAGES; elsewhere the model's own cross-attention, as "self"). Measured on
+    real speech, a bigger model's cross-attention (base timing tiny's words) and the energy
+    rules made the tail worse than the model alone; the acoustics made it better
+    (benchmarks/asr_timing.py --speech real, zh-real)."""
     if requested in ("auto", ""):
         return "acoustic"
     return requested  # acoustic, self, none, or a model name

@@ -6,15 +6,40 @@ import numpy as np
 
 from avstack.asr.types import RATE, Word
 
+SPEECH_FLOOR_DB = -45.0  # a 30 ms window this loud may be speech, whatever the noise
+QUIET_SPEECH_DB = -70.0  # under this nothing is heard (dither, digital silence)
+OVER_NOISE_DB = 6.0  # a quieter clip has speech when its loudest window stands this far over its noise
 
-def speech_present(samples: np.ndarray, floor_db: float = -45.0) -> bool:
-    """Cheap guard: is any 30 ms window loud enough to be speech at all?"""
-    if samples.size < RATE // 10:
-        return False
+
+def window_levels(samples: np.ndarray) -> tuple[float, float]:
+    """(the loudest 30 ms window, the clip's noise: its 10th-percentile window) in dB."""
     win = int(0.03 * RATE)
     frames = samples[: len(samples) // win * win].reshape(-1, win)
-    rms = np.sqrt((frames.astype(np.float64) ** 2).mean(axis=1) + 1e-12)
-    return bool(20 * np.log10(rms.max()) > floor_db)
+    db = 20 * np.log10(np.sqrt((frames.astype(np.float64) ** 2).mean(axis=1) + 1e-12))
+    return float(db.max()), float(np.percentile(db, 10))
+
+
+def speech_present(samples: np.ndarray, floor_db: float = SPEECH_FLOOR_DB) -> bool:
+    """Cheap guard before Whisper: is any 30 ms window loud enough to be speech at all? Loud
+    enough is `floor_db`, or, for a quiet recording (a speaker far from the phone), standing
+    OVER_NOISE_DB over the clip's own noise: steady noise varies by a dB or two from window to
+    window, speech by tens. The absolute floor alone dropped a quiet Mandarin instruction
+    (peaks at -38 dBFS) that plain faster-whisper heard whole."""
+    if samples.size < RATE // 10:
+        return False
+    loudest, noise = window_levels(samples)
+    return loudest > floor_db or (loudest > QUIET_SPEECH_DB and loudest - noise >= OVER_NOISE_DB)
+
+
+def no_speech_why(samples: np.ndarray) -> str:
+    """Why speech_present said no, with the levels it saw."""
+    if samples.size < RATE // 10:
+        return f"no speech energy: {samples.size} samples, under 0.1 s"
+    loudest, noise = window_levels(samples)
+    return (
+        f"no speech energy: the loudest 30 ms at {loudest:.0f} dB, under {SPEECH_FLOOR_DB:.0f} dB and "
+        f"{loudest - noise:.1f} dB over the clip's noise (speech stands {OVER_NOISE_DB:.0f} dB over it)"
+    )
 
 
 def voiced_regions(
@@ -272,3 +297,74 @@ def _into_room(run: list[Word], lo: int, hi: int) -> list[Word]:
     stop = min(hi, max(run[-1].end_ms, start + PHONE_MS * len(run)))
     start = max(lo, min(start, stop - PHONE_MS * len(run)))
     return share_by_letters(run, start, stop)
+
+
+def energy_db(samples: np.ndarray, hop_ms: int = 10) -> np.ndarray:
+    """Frame energy in dB, one value per `hop_ms` frame."""
+    hop = RATE * hop_ms // 1000
+    frames = samples[: len(samples) // hop * hop].reshape(-1, hop).astype(np.float64)
+    return 10 * np.log10((frames**2).mean(axis=1) + 1e-12)
+
+
+JUNCTION_REACH_MS = 30  # how far past the aligner's edges a syllable junction is looked for
+SOUND_MARGIN_DB = 6.0  # above the noise floor: where a fading syllable is still heard
+SILENT_RUN_MS = 50  # this long unheard in a gap is a pause, not a dip between two syllables
+SOUND_REACH_MS = 300  # how far an edge next to a pause may move out to where the sound fades
+
+
+def syllable_edges(units: list[Word], timed: list[bool], samples: np.ndarray) -> list[Word]:
+    """Mandarin syllable edges from the speech energy, where the en-us aligner leaves gaps.
+
+    A gap between two timed syllables with no silence in it (every frame heard, but for runs
+    under SILENT_RUN_MS): they meet at the energy's lowest frame in the gap. A Mandarin syllable
+    ends in its vowel or nasal, fading, and the next one's initial (a stop's closure, a
+    fricative) starts low; the en-us silence model takes that fade and that closure for a pause,
+    ending one syllable early and starting the next late, while the dip between them is where
+    one stops and the other starts (gcin-voice speaker 3: p90 135 -> 88 ms).
+
+    A gap with silence in it (a pause), and the take's first and last syllables: the edge moves
+    out to where the sound fades into the noise floor (within SOUND_REACH_MS): a final vowel or
+    nasal fades over 100-300 ms, under the voicing threshold but still heard (phrase-final
+    syllables ended 100-250 ms early). Untimed syllables are not moved, nor their neighbours'
+    edges towards them."""
+    if not units:
+        return units
+    db = energy_db(samples)
+    heard = db > np.percentile(db, 10) + SOUND_MARGIN_DB
+    out = list(units)
+    for k in range(-1, len(out)):
+        a = out[k] if k >= 0 and timed[k] else None
+        b = out[k + 1] if k + 1 < len(out) and timed[k + 1] else None
+        if (k >= 0 and a is None) or (k + 1 < len(out) and b is None):
+            continue
+        lo, hi = (a.end_ms if a else 0) // 10, (b.begin_ms // 10 if b else len(db))
+        if a and b and hi <= lo:
+            continue
+        if a and b and not _silent_run(heard[lo:hi]):
+            lo2 = max(a.begin_ms + PHONE_MS, a.end_ms - JUNCTION_REACH_MS) // 10
+            hi2 = min(b.end_ms - PHONE_MS, b.begin_ms + JUNCTION_REACH_MS) // 10
+            if lo2 < hi2 <= len(db):
+                at = (lo2 + int(np.argmin(db[lo2:hi2]))) * 10
+                out[k], out[k + 1] = Word(a.text, a.begin_ms, at, a.prob), Word(b.text, at, b.end_ms, b.prob)
+            continue
+        reach = SOUND_REACH_MS // 10
+        end, begin = lo, hi
+        while a and end < min(hi, lo + reach) and heard[end]:
+            end += 1
+        while b and begin > max(lo, hi - reach, end) and heard[begin - 1]:
+            begin -= 1
+        if a:
+            out[k] = Word(a.text, a.begin_ms, max(a.end_ms, end * 10), a.prob)
+        if b:
+            out[k + 1] = Word(b.text, min(b.begin_ms, begin * 10), b.end_ms, b.prob)
+    return out
+
+
+def _silent_run(heard: np.ndarray) -> bool:
+    """Does `heard` (per 10 ms frame) hold a run of unheard frames of SILENT_RUN_MS or more?"""
+    run = 0
+    for h in heard:
+        run = 0 if h else run + 1
+        if run * 10 >= SILENT_RUN_MS:
+            return True
+    return False

@@ -73,6 +73,29 @@ def _opencc(cls: Any) -> Any:
     return cls("t2s").convert
 
 
+def characters(words: list[Word]) -> tuple[list[Word], list[int]]:
+    """Each word's characters as units of their own, each an equal share of its word's span, and
+    per unit the index of its word: Mandarin is aligned syllable by syllable (asr.pinyin), and
+    a character is one syllable."""
+    units, owner = [], []
+    for k, w in enumerate(words):
+        n = len(w.text)
+        for i, ch in enumerate(w.text):
+            b = w.begin_ms + (w.end_ms - w.begin_ms) * i // n
+            e = w.begin_ms + (w.end_ms - w.begin_ms) * (i + 1) // n
+            units.append(Word(ch, b, e, w.prob))
+            owner.append(k)
+    return units, owner
+
+
+def from_characters(words: list[Word], units: list[Word], owner: list[int]) -> list[Word]:
+    """The words again, each from its first character's begin to its last character's end."""
+    spans: dict[int, list[Word]] = {}
+    for u, k in zip(units, owner):
+        spans.setdefault(k, []).append(u)
+    return [Word(w.text, spans[k][0].begin_ms, spans[k][-1].end_ms, w.prob) for k, w in enumerate(words) if k in spans]
+
+
 def group_chinese(words: list[Word]) -> list[Word]:
     """Whisper gives characters or fragments; group them into jieba words.
 

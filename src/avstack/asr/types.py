@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-ASR_VERSION = 5  # bump when post-processing changes, so cached ASR is recomputed
+ASR_VERSION = 6  # bump when post-processing changes, so cached ASR is recomputed
 
 
 RATE = 16_000
@@ -20,8 +20,8 @@ class AsrSettings:
     vad: bool = True
     simplified: bool = True  # Chinese in simplified characters
     refine: bool = True  # snap word edges to speech-energy edges (benchmarks/asr_timing.py)
-    # what times the words: "auto" (= "acoustic": phone HMMs on the clip's own audio for English,
-    # asr.acoustic; elsewhere the transcriber's own cross-attention, "self"), "self", "none" (the
+    # what times the words: "auto" (= "acoustic": phone HMMs on the clip's own audio for English
+    # and Mandarin, asr.acoustic; elsewhere the transcriber's own cross-attention, "self"), "self", "none" (the
     # transcription's times as they are) or a model name whose cross-attention times them (asr.align)
     aligner: str = "auto"
     fillers: bool = False  # the fillers the acoustic aligner found ("um", "uh") reported as words too

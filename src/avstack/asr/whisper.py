@@ -18,6 +18,7 @@ from avstack.asr.refine import (
     between_timed,
     bound_to_speech,
     in_order,
+    no_speech_why,
     own_region_edges,
     pull_into_speech,
     snap_to_regions,
@@ -25,7 +26,7 @@ from avstack.asr.refine import (
     voiced_regions,
 )
 from avstack.asr.runtime import runtime_of
-from avstack.asr.text import collapse_repeats, group_chinese, sanitize, to_simplified
+from avstack.asr.text import characters, collapse_repeats, from_characters, group_chinese, sanitize, to_simplified
 from avstack.asr.types import RATE, AsrSettings, Transcript, Word
 from avstack.profiling import stage
 
@@ -60,14 +61,15 @@ def finish_transcript(
     own_audio: bool = True,
 ) -> Transcript:
     """The guards every transcript goes through: script, grouping, clamping, loops, and the edges.
-    English words take their edges from the acoustics (asr.acoustic, on this clip's own audio,
-    fillers apart); elsewhere from an aligner model's cross-attention (`own_audio` False: the words
-    were timed inside a pack) and the energy refinement (`regions`, the clip's voiced regions,
-    found here when not given), guarded: a word the refinement squeezes below one phone keeps
-    the model's own times."""
+    English and Mandarin words take their edges from the acoustics (asr.acoustic, on this clip's
+    own audio, fillers apart; Mandarin character by character, asr.pinyin, then the characters
+    joined into jieba's words again); elsewhere from an aligner model's cross-attention
+    (`own_audio` False: the words were timed inside a pack) and the energy refinement
+    (`regions`, the clip's voiced regions, found here when not given), guarded: a word the
+    refinement squeezes below one phone keeps the model's own times."""
     duration_ms = int(len(samples) * 1000 / RATE)
     s = replace(s, aligner=aligner_setting(s.aligner, s.model))
-    by_acoustics = s.aligner == "acoustic" and language == "en" and acoustic.available()
+    by_acoustics = s.aligner == "acoustic" and language in acoustic.LANGUAGES and acoustic.available()
     if not by_acoustics:
         words, regions = _cross_attention_times(words, dropped, language, samples, s, regions, own_audio)
     if language == "zh":
@@ -81,8 +83,10 @@ def finish_transcript(
     fillers: list[Word] = []
     if by_acoustics and words:
         regions = voiced_regions(samples) if regions is None else regions
+        # Mandarin is timed by the character (one syllable each), its words put together after
+        units, owner = characters(words) if language == "zh" else (words, list(range(len(words))))
         with stage("alignment"):
-            aligned, fillers, notes, why = acoustic.align(words, samples, regions)
+            aligned, fillers, notes, why = acoustic.align(units, samples, regions, language)
         dropped += notes
         timing = timing_record("acoustic", why)
         if any(why):
@@ -93,11 +97,11 @@ def finish_transcript(
             # pack times kept, 67 with these)
             with stage("fallback"):
                 before, _ = _cross_attention_times(
-                    words, dropped, language, samples, _previous_timer(s), regions, own_audio
+                    units, dropped, language, samples, _previous_timer(s), regions, own_audio
                 )
             fallback = _refined(before, regions) if s.refine else before
             aligned = between_timed(aligned, fallback, [w is None for w in why])
-        words = aligned
+        words = from_characters(words, aligned, owner) if language == "zh" else aligned
     else:  # no words to align, or another language
         if not by_acoustics and s.refine and regions is not None:
             words = _refined(words, regions)
@@ -105,6 +109,8 @@ def finish_transcript(
         timing = timing_record(by, [None] * len(words))
     if s.fillers:
         words = sorted(words + fillers, key=lambda w: (w.begin_ms, w.end_ms))
+    if not words and not dropped:
+        dropped.append("the transcriber returned no words")  # never empty without a reason
     return Transcript(s.model, language, tuple(words), s, tuple(dropped), runtime_of(s), tuple(fillers), timing)
 
 
@@ -174,7 +180,7 @@ def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Tran
     s = settings or AsrSettings()
     lang = s.fixed_language
     if not speech_present(samples):
-        return _empty(s, lang, "no speech energy")
+        return _empty(s, lang, no_speech_why(samples))
     segments, dropped, language = transcribe_words(samples, s, lang)
     return finish_transcript([w for seg in segments for w in seg], dropped, language, samples, s)
 
@@ -187,7 +193,7 @@ def silent_apart(
 ) -> tuple[list[Transcript | None], list[int]]:
     """Empty transcripts for clips without speech energy (they never reach Whisper); the indices
     of the others, still to transcribe."""
-    out: list[Transcript | None] = [None if speech_present(c) else _empty(s, lang, "no speech energy") for c in clips]
+    out: list[Transcript | None] = [None if speech_present(c) else _empty(s, lang, no_speech_why(c)) for c in clips]
     return out, [i for i, t in enumerate(out) if t is None]
 
 

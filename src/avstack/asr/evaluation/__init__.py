@@ -18,6 +18,9 @@ from avstack.asr.evaluation.cases import (
     sentence,
     templates,
 )
+from avstack.asr.evaluation.gcin import INSTRUCTIONS as GCIN_INSTRUCTIONS
+from avstack.asr.evaluation.gcin import available as gcin_available
+from avstack.asr.evaluation.gcin import gcin_case, gcin_cases
 from avstack.asr.evaluation.real import REAL_NAMES, praatio_examples, real_cases, shared_take, textgrid_words
 from avstack.asr.evaluation.scoring import (
     CaseScore,
@@ -34,9 +37,9 @@ from avstack.asr.evaluation.scoring import (
 )
 
 __all__ = [
-    "FESTIVAL_VOICES", "FILLER_WORDS", "REAL_NAMES", "Case", "CaseScore", "DisfluentCase", "after_filler_begins",
-    "after_filler_share", "connected_case", "correct_words", "disfluent_case", "evaluate", "festival_available",
-    "festival_utterance", "make_case", "noise_clips", "plain_words", "praatio_examples", "real_cases",
-    "reliability", "score_case", "sentence", "shared_take", "summarize", "tail_causes", "templates", "textgrid_words",
-    "utterances",
+    "FESTIVAL_VOICES", "FILLER_WORDS", "GCIN_INSTRUCTIONS", "REAL_NAMES", "Case", "CaseScore", "DisfluentCase",
+    "after_filler_begins", "after_filler_share", "connected_case", "correct_words", "disfluent_case", "evaluate",
+    "festival_available", "festival_utterance", "gcin_available", "gcin_case", "gcin_cases", "make_case",
+    "noise_clips", "plain_words", "praatio_examples", "real_cases", "reliability", "score_case", "sentence",
+    "shared_take", "summarize", "tail_causes", "templates", "textgrid_words", "utterances",
 ]  # fmt: skip

@@ -3,6 +3,7 @@ collapsed words, the word after a filler)."""
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
 import time
@@ -21,13 +22,25 @@ _STRIP = re.compile(r"[\W_]+", re.UNICODE)
 
 def _tokens(words: Sequence[tuple[str, int, int]], lang: str) -> list[tuple[str, int, bool, bool]]:
     """(token, word index, first token of its word, last token of its word). Chinese is compared
-    by character, so a different segmentation still counts the characters it got right."""
+    by character, so a different segmentation still counts the characters it got right, and a
+    character by its toneless pinyin: a homophone written another way (在/再, the traditional
+    script) was heard, and its edges are the ones to score."""
     out = []
     for i, (text, _, _) in enumerate(words):
         norm = _STRIP.sub("", text.lower())
-        parts = list(norm) if lang == "zh" else ([norm] if norm else [])
+        parts = [_toneless(c) for c in norm] if lang == "zh" else ([norm] if norm else [])
         out += [(p, i, k == 0, k == len(parts) - 1) for k, p in enumerate(parts)]
     return out
+
+
+@functools.lru_cache(maxsize=8192)
+def _toneless(char: str) -> str:
+    """A character's toneless pinyin (the character itself without pypinyin or a reading)."""
+    try:
+        from pypinyin import lazy_pinyin
+    except ImportError:
+        return char
+    return (lazy_pinyin(char, errors=lambda s: [s]) or [char])[0]  # type: ignore[arg-type,return-value]
 
 
 @dataclass
@@ -228,6 +241,7 @@ def _summary(
         "end_p90_ms": _ms(total.end_errors, 90),
         "boundary_median_ms": _ms(both, 50),
         "boundary_p90_ms": _ms(both, 90),
+        "within_50_pct": round(100 * sum(e <= 50 for e in both) / len(both), 1) if both else None,
         "bias_ms": _ms(total.signed, 50),
         "collapsed": total.collapsed,
         "rtf": round(rtf, 4),
