@@ -102,10 +102,14 @@ def user_errors() -> Iterator[None]:
         fail("interrupted; what was finished is kept and a rerun goes on from there", 130)
 
 
-def backend_options(base_url: str | None, temperature: float, max_tokens: int, timeout: float) -> dict[str, Any]:
+def backend_options(
+    base_url: str | None, temperature: float, max_tokens: int, timeout: float, audio_as: str = "input_audio"
+) -> dict[str, Any]:
     opts: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "timeout": timeout}
     if base_url:
         opts["base_url"] = base_url
+    if audio_as != "input_audio":
+        opts["audio_as"] = audio_as
     return opts
 
 
@@ -121,6 +125,7 @@ def print_outcome(outcome: Any) -> None:
         typer.echo(note, err=True)
 
 
+AUDIO_AS_HELP = "OpenAI-compatible servers: how a sound is sent: input_audio (OpenAI, vLLM) or audio_url (vLLM)"
 TS_HELP = "How frame times are told: ms, seconds, mmss, qwen, index, overlay"
 
 

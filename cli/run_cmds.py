@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from .common import (
+    AUDIO_AS_HELP,
     DROP_HELP,
     PROMPT_HELP,
     QFORMAT_HELP,
@@ -74,7 +75,7 @@ def _ecog_inputs(
 def stacks(
     prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
     out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file, one request per clip")],
-    variant: Annotated[str, typer.Option(help="full, video or text")] = "full",
+    variant: Annotated[str, typer.Option(help="full, text, video, omni or video_asr")] = "full",
     drop: Annotated[list[str], typer.Option(help=DROP_HELP)] = [],  # noqa: B006
     asr: Annotated[str | None, typer.Option(help="whisper (ours) or source (annotations); default ours")] = None,
     fmt: Annotated[str, typer.Option("--format", help="openai, gemini, hf or neutral")] = "openai",
@@ -112,7 +113,7 @@ def export_cmd(
     prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
     to: Annotated[str, typer.Option("--to", help="openai-batch, jsonl, hf, lmms-eval (a task folder), or features")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder")],
-    variant: Annotated[str, typer.Option(help="full, video or text")] = "full",
+    variant: Annotated[str, typer.Option(help="full, text, video, omni or video_asr")] = "full",
     drop: Annotated[list[str], typer.Option(help=DROP_HELP)] = [],  # noqa: B006
     asr: Annotated[str | None, typer.Option(help="whisper or source")] = None,
     coord_order: Annotated[str, typer.Option(help="xy or yx")] = "xy",
@@ -174,6 +175,7 @@ def run_cmd(
     temperature: Annotated[float, typer.Option()] = defaults()["temperature"],
     max_tokens: Annotated[int, typer.Option()] = defaults()["max_tokens"],
     timeout: Annotated[float, typer.Option(help="Seconds per request")] = defaults()["timeout"],
+    audio_as: Annotated[str, typer.Option(help=AUDIO_AS_HELP)] = "input_audio",
     ts_format: Annotated[str, typer.Option(help=TS_HELP + " (ecog)")] = "ms",
     word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP + " (ecog)")] = "json",
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP + " (ecog)")] = None,
@@ -221,7 +223,7 @@ def run_cmd(
             model,
             out,
             RunSettings(concurrency=concurrency, retries=retries, batch_poll_s=batch_poll if batch else None),
-            backend_options(base_url, temperature, max_tokens, timeout),
+            backend_options(base_url, temperature, max_tokens, timeout, audio_as),
             args,
             progress,
         )
@@ -229,148 +231,6 @@ def run_cmd(
     print_outcome(outcome)
     if outcome.failed:
         raise typer.Exit(1)
-
-
-@app.command()
-def ablate(
-    prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
-    model: Annotated[str, typer.Option(help="oracle, chance, deixis, openai:MODEL, replay:FILE")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for one run per stack and the report")],
-    drop: Annotated[list[str], typer.Option(help="Anchor to drop (repeatable)")] = [],  # noqa: B006
-    variants: Annotated[str, typer.Option(help="Comma list of extra variants: video,text")] = "",
-    concurrency: Annotated[int, typer.Option()] = 4,
-    base_url: Annotated[str | None, typer.Option()] = None,
-    subsets: Annotated[
-        bool, typer.Option(help="Run every subset of the --drop cues and report each cue's Shapley value")
-    ] = False,
-    cluster: Annotated[
-        str | None, typer.Option(help="Bootstrap whole clusters: scene, task_template, level or lang")
-    ] = None,
-    ts_format: Annotated[
-        str, typer.Option(help="Comma list of frame-time formats to compare, e.g. ms,index,overlay")
-    ] = "ms",
-    word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
-    prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
-    task: Annotated[str, typer.Option(help="ecog, or videoqa (with --questions)")] = "ecog",
-    questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
-    questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
-    variant: Annotated[str, typer.Option(help="videoqa: the baseline stack, full or subtitled")] = "full",
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Only plan: requests, tokens, cost per stack into OUT/plan.json")
-    ] = False,
-    max_cost: Annotated[
-        float | None, typer.Option(help="Refuse to start when the plan may cost more (USD, online prices)")
-    ] = None,
-    detail: Annotated[str, typer.Option(help="OpenAI image detail the plan counts: high or low")] = "high",
-    prices: Annotated[Path | None, typer.Option(help="A price table of your own (JSON, as runs/prices.json)")] = None,
-    until: Annotated[
-        str, typer.Option(help="all: every clip; decided: rounds of clips until every contrast is decided")
-    ] = "all",
-    round_size: Annotated[
-        int | None,
-        typer.Option(
-            "--round",
-            help="--until decided: items per round (default: growing rounds, a look after 10, 15, 23, 35, ... items)",
-        ),
-    ] = None,
-    precision: Annotated[
-        float | None, typer.Option(help="--until decided: also stop when every interval is narrower (0-1)")
-    ] = None,
-    seed: Annotated[int, typer.Option(help="--until decided: the seed of the clip order")] = 0,
-    batch: Annotated[
-        bool, typer.Option("--batch", help="Send through the provider's batch API (about half the price; resumable)")
-    ] = False,
-    batch_poll: Annotated[float, typer.Option(help="--batch: seconds between polls")] = 30.0,
-) -> None:
-    """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
-    from avstack.runs.engine import RunSettings
-    from avstack.tasks.ecog.ablate import ablate as run_ablate
-    from avstack.tasks.ecog.prompt import EcogOptions
-
-    d = defaults()
-    budget, plan = None, None
-    if until not in ("all", "decided"):
-        fail(f"--until: expected all or decided, got {until!r}")
-    if task == "videoqa":
-        from avstack.tasks.videoqa.ablate import ablate as qa_ablate
-        from avstack.tasks.videoqa.ablate import plan_qa_ablation, qa_stacks
-
-        if questions is None:
-            fail("--task videoqa needs --questions FILE")
-        if dry_run or max_cost is not None:
-            with user_errors():
-                stacks = qa_stacks(variant, drop, subsets, ts_format.split(",")[0])
-                plan = plan_qa_ablation(
-                    prepared, questions, model, out, stacks, questions_format, prompt, detail, d["max_tokens"], prices
-                )
-            budget = bill_first(plan, out, dry_run, max_cost)
-        settings = RunSettings(concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None)
-        backend = backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"])
-        with user_errors():
-            if until == "decided":
-                from avstack.tasks.videoqa.sequential import sequential_qa_ablate
-
-                report = sequential_qa_ablate(
-                    prepared, questions, model, out, drop, variant, settings, backend, questions_format, prompt,
-                    round_size, precision=precision, seed=seed,
-                )  # fmt: skip
-                typer.echo(report.summary)
-                typer.echo(f"full report: {report.path}")
-                return
-            report = qa_ablate(
-                prepared, questions, model, out, drop, variant, settings, backend, questions_format, prompt, subsets,
-                ts_format.split(",")[0],
-            )  # fmt: skip
-        typer.echo(report.summary)
-        typer.echo(f"full report: {report.path}")
-        return
-    if dry_run or max_cost is not None:
-        from avstack.tasks.ecog.ablate import plan_ablation, stacks_to_run
-
-        formats = [f.strip() for f in ts_format.split(",") if f.strip()]
-        with user_errors():
-            stacks = stacks_to_run(drop, [v for v in variants.split(",") if v], subsets, formats, word_ts_format)
-            plan = plan_ablation(
-                prepared, model, out, stacks, EcogOptions(prompt_dir=prompt), detail, d["max_tokens"], prices
-            )
-        budget = bill_first(plan, out, dry_run, max_cost)
-    if until == "decided":
-        from avstack.tasks.ecog.sequential import sequential_ablate
-
-        with user_errors():
-            report = sequential_ablate(
-                prepared,
-                model,
-                out,
-                drop,
-                RunSettings(concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None),
-                backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
-                EcogOptions(prompt_dir=prompt),
-                round_size,
-                precision=precision,
-                seed=seed,
-            )
-        typer.echo(report.summary)
-        typer.echo(f"full report: {report.path}")
-        return
-    with user_errors():
-        report = run_ablate(
-            prepared,
-            model,
-            out,
-            drop,
-            [v for v in variants.split(",") if v],
-            RunSettings(concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None),
-            backend_options(base_url, d["temperature"], d["max_tokens"], d["timeout"]),
-            options=EcogOptions(prompt_dir=prompt),
-            subsets=subsets,
-            cluster=cluster,
-            ts_formats=[f.strip() for f in ts_format.split(",") if f.strip()],
-            word_ts_format=word_ts_format,
-            bill=plan,
-        )
-    typer.echo(report.summary)
-    typer.echo(f"full report: {report.path}")
 
 
 @app.command()

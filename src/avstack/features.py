@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from avstack.io import DataError, write_jsonl_atomic
+from avstack.io import DataError, inside, write_jsonl_atomic
 from avstack.manifest import ClipRecord, frame_file, load_manifest
 
 FEATURES_JSONL = "features.jsonl"
@@ -27,7 +27,10 @@ def feature_row(prepared: Path, rec: ClipRecord) -> dict[str, Any]:
         "frames": [str(p) for p in frames],
         "frame_pts_ms": [f.pts_ms for f in rec.frames],
         "frame_index": [f.index for f in rec.frames],
-        "wav": str(prepared / rec.audio["path"]) if rec.audio and rec.audio.get("path") else None,
+        # the clip's sound on its clock (sample 0 is the clip's start): what an omni stack sends
+        "wav": str(inside(prepared, rec.audio["path"], f"clip {rec.clip_id!r}: audio"))
+        if rec.audio and rec.audio.get("path")
+        else None,
         "asr_text": asr.get("text", ""),
         "words": [
             {"text": w["text"], "begin_ms": w["begin_time"], "end_ms": w["end_time"], "prob": w.get("prob")}

@@ -98,6 +98,22 @@ def compare_runs(
     return out
 
 
+def compare_pairs(
+    pairs: Sequence[tuple[ItemTable, ItemTable]],
+    metrics: Sequence[str],
+    cluster: str | None = None,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """delta.csv-shaped rows (overall) of each pair's second run against its first, Holm-adjusted
+    across all the pairs and metrics together (one family: the pairs are one question)."""
+    out: list[dict[str, Any]] = []
+    for base, run in pairs:
+        rows = compare_runs([base, run], metrics, (), cluster, seed)
+        out += [r for r in rows if r["group"] == "overall"]
+    _holm_by_group(out)
+    return out
+
+
 def _holm_by_group(rows: list[dict[str, Any]]) -> None:
     """Holm within each group's family: every run and metric compared on that group (overall is
     the headline family). Comparisons whose two arms agree on every item test nothing and are

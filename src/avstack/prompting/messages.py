@@ -61,17 +61,42 @@ class Request:
         return cls(system=data["system"], parts=parts, root=data.get("root", ""))
 
 
+# the names the APIs document for a sound (Python's mimetypes says audio/x-wav, which Gemini lists
+# under no name)
+_MIME = {".wav": "audio/wav", ".mp3": "audio/mp3", ".flac": "audio/flac"}
+
+
+def mime_of(path: Path) -> str:
+    return _MIME.get(path.suffix.lower()) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+
+
 def data_url(path: Path) -> str:
-    mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-    return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}"
+    return f"data:{mime_of(path)};base64,{base64.b64encode(path.read_bytes()).decode()}"
 
 
-def to_openai(req: Request, media: str = "data", detail: str | None = None) -> list[dict[str, Any]]:
-    """Chat-completions messages; media as data URLs (`data`) or file paths (`path`)."""
+AUDIO_AS = ("input_audio", "audio_url")  # how a chat-completions server takes a sound (see to_openai)
+
+
+def to_openai(
+    req: Request, media: str = "data", detail: str | None = None, audio_as: str = "input_audio"
+) -> list[dict[str, Any]]:
+    """Chat-completions messages; media as data URLs (`data`) or file paths (`path`). A sound goes
+    as OpenAI's `input_audio` part (`{"data": base64 of the file, "format": "wav"}`, as the
+    gpt-4o-audio models take it; vLLM takes it too) or, with `audio_as="audio_url"`, as vLLM's
+    `audio_url` part (`{"url": data URL}`, what its Qwen-Omni examples send)."""
+    if audio_as not in AUDIO_AS:
+        raise ValueError(f"audio_as: expected one of {', '.join(AUDIO_AS)}, got {audio_as!r}")
 
     def url(part: Image | Video | Audio) -> str:
         path = req.path_of(part)
         return data_url(path) if media == "data" else str(path)
+
+    def sound(part: Audio) -> dict[str, Any]:
+        path = req.path_of(part)
+        if audio_as == "audio_url":
+            return {"type": "audio_url", "audio_url": {"url": url(part)}}
+        data = base64.b64encode(path.read_bytes()).decode() if media == "data" else str(path)
+        return {"type": "input_audio", "input_audio": {"data": data, "format": path.suffix.lstrip(".").lower()}}
 
     content: list[dict[str, Any]] = []
     for p in req.parts:
@@ -85,7 +110,7 @@ def to_openai(req: Request, media: str = "data", detail: str | None = None) -> l
         elif isinstance(p, Video):
             content.append({"type": "video_url", "video_url": {"url": url(p)}})
         elif isinstance(p, Audio):
-            content.append({"type": "input_audio", "input_audio": {"data": url(p), "format": "wav"}})
+            content.append(sound(p))
     user = {"role": "user", "content": content}
     return [{"role": "system", "content": req.system}, user] if req.system else [user]
 
@@ -98,7 +123,7 @@ def to_gemini(req: Request, media: str = "data") -> dict[str, Any]:
             parts.append({"text": p.text})
             continue
         path = req.path_of(p)
-        mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        mime = mime_of(path)
         if isinstance(p, Video):
             parts.append({"file_data": {"file_uri": str(path), "mime_type": mime, "upload": True}})
         elif media == "data":
@@ -126,7 +151,8 @@ def to_hf(req: Request) -> list[dict[str, Any]]:
 
 
 def flat_prompt(req: Request) -> tuple[str, list[str], list[int | None]]:
-    """User text with `<image>` / `<video>` where the media go, and the image paths and pts in order."""
+    """User text with `<image>` / `<video>` / `<audio>` where the media go, and the image paths and
+    pts in order."""
     chunks, images, pts = [], [], []
     for p in req.parts:
         if isinstance(p, Text):
@@ -137,6 +163,8 @@ def flat_prompt(req: Request) -> tuple[str, list[str], list[int | None]]:
             pts.append(p.pts_ms)
         elif isinstance(p, Video):
             chunks.append("<video>")
+        elif isinstance(p, Audio):
+            chunks.append("<audio>")
     return "\n".join(chunks), images, pts
 
 

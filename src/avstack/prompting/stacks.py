@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from avstack.prompting.timefmt import check_ts_format, check_word_format
 
 ALL_ANCHORS = ("frames", "frame_ts", "asr", "word_ts", "video", "audio", "subtitles")
-DROPPABLE = ("frame_ts", "word_ts", "asr", "frames", "subtitles")
+DROPPABLE = ("frame_ts", "word_ts", "asr", "frames", "subtitles", "audio")
 VARIANTS = {
     "full": frozenset({"frames", "frame_ts", "asr", "word_ts"}),  # the paper's Images+ASR
     # full plus a dataset's own subtitles with their cue times (videoqa): with --drop asr / subtitles,
@@ -20,7 +20,35 @@ VARIANTS = {
     "subtitled": frozenset({"frames", "frame_ts", "asr", "word_ts", "subtitles"}),
     "video": frozenset({"video"}),  # native Video-Omni: the file with its audio
     "text": frozenset({"asr", "word_ts"}),  # language-only probe: no visual input
+    # the interface ablation's other two cells: frames with their times and the clip's own sound
+    # (no ASR text), and the file as `video` sends it with the word-timed ASR beside it
+    "omni": frozenset({"frames", "frame_ts", "audio"}),
+    "video_asr": frozenset({"video", "asr", "word_ts"}),
 }
+
+# The interface 2x2 (EcoG-Bench's headline compares its diagonal): how the picture comes
+# (frames with their times, or the file) x how the speech comes (word-timed text, or sound)
+INTERFACE = {
+    "full": ("frames", "text"),
+    "omni": ("frames", "sound"),
+    "video_asr": ("file", "text"),
+    "video": ("file", "sound"),
+}
+
+
+def interface_pairs(variants: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(a, b, the factor they differ in) for each pair of interface cells among `variants` that
+    differ in one factor only: the picture ("frames -> file") or the speech ("text -> sound")."""
+    cells = [v for v in INTERFACE if v in set(variants)]
+    out = []
+    for i, a in enumerate(cells):
+        for b in cells[i + 1 :]:
+            (pa, sa), (pb, sb) = INTERFACE[a], INTERFACE[b]
+            if pa == pb and sa != sb:
+                out.append((a, b, f"speech {sa} -> {sb}"))
+            elif sa == sb and pa != pb:
+                out.append((a, b, f"picture {pa} -> {pb}"))
+    return out
 
 
 @dataclass(frozen=True)
@@ -42,6 +70,11 @@ class Stack:
 
     def has(self, anchor: str) -> bool:
         return anchor in self.anchors
+
+    @property
+    def hears(self) -> bool:
+        """Does the request carry the clip's sound (its audio, or the file with its audio)?"""
+        return self.has("audio") or self.has("video")
 
     def to_meta(self) -> dict[str, object]:
         """The stack as a run's run.json records it."""

@@ -14,6 +14,12 @@ Image rules (the providers' documentation, as read on the date in prices.json):
 - Claude: w * h / 750 after the long side is brought to at most 1568 px and the image to at most
   about 1600 tokens (1092 x 1092 -> 1590).
 A model with no published rule gets no image estimate, and the plan says so.
+
+Audio rules (a sound part, the `omni` stack's): Gemini counts 32 tokens per second of audio;
+OpenAI's audio models (gpt-4o-audio, gpt-4o-mini-audio, gpt-audio) 1 token per 100 ms of user
+audio (its Realtime guide's count; those models price audio tokens apart: `audio_input` in the
+price table); Qwen2.5-Omni's audio encoder 25 per second (40 ms a token after pooling). The
+length comes from the WAV's header.
 """
 
 from __future__ import annotations
@@ -107,6 +113,50 @@ def image_tokens(width: int, height: int, model: str, detail: str = "high") -> i
     return {"gemini": gemini, "qwen2.5-vl": qwen25_vl, "claude": claude}[rule](width, height) if rule else None
 
 
+AUDIO_TOKENS_PER_S = {"gemini": 32, "openai-audio": 10, "qwen-omni": 25}
+
+
+def audio_rule(model: str) -> str | None:
+    """The audio rule for a model spec, or None when none is published for it."""
+    name = model.split(":", 1)[-1].lower()
+    if "gemini" in name:
+        return "gemini"
+    if name.startswith(("gpt-4o-audio", "gpt-4o-mini-audio", "gpt-audio")):
+        return "openai-audio"
+    if "omni" in name and "qwen" in name:
+        return "qwen-omni"
+    return None
+
+
+def audio_tokens(duration_ms: int, model: str) -> int | None:
+    """Tokens a sound of `duration_ms` costs on `model`, or None when no rule is known."""
+    rule = audio_rule(model)
+    return None if rule is None else math.ceil(duration_ms * AUDIO_TOKENS_PER_S[rule] / 1000)
+
+
+def wav_duration_ms(path: Path) -> int:
+    """A WAV file's length in ms from its header (the `fmt ` and `data` chunks), not decoding it."""
+    with open(path, "rb") as f:
+        head = f.read(12)
+        if head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+            raise ValueError(f"{path}: not a WAV file (first bytes {head[:4]!r})")
+        rate = block = 0
+        while chunk := f.read(8):
+            if len(chunk) < 8:
+                break
+            kind, size = chunk[:4], struct.unpack("<I", chunk[4:])[0]
+            if kind == b"fmt ":
+                fmt = f.read(size)
+                rate, block = struct.unpack("<I", fmt[4:8])[0], struct.unpack("<H", fmt[12:14])[0]
+                continue
+            if kind == b"data":
+                if not rate or not block:
+                    raise ValueError(f"{path}: a data chunk before its fmt chunk")
+                return size // block * 1000 // rate
+            f.seek(size + (size & 1), 1)
+    raise ValueError(f"{path}: no data chunk in the WAV")
+
+
 def text_counter() -> tuple[Any, str]:
     """(count(text) -> tokens, how): tiktoken's o200k_base where installed, else a stated estimate."""
     try:
@@ -145,6 +195,7 @@ class Price:
     input: float
     output: float
     batch: float = 0.5
+    audio_input: float | None = None  # USD per 1M audio input tokens, where the provider prices them apart
 
 
 def load_prices(path: Path | None = None) -> tuple[dict[str, Price], str]:
@@ -155,7 +206,13 @@ def load_prices(path: Path | None = None) -> tuple[dict[str, Price], str]:
     table = {}
     for name, p in data["models"].items():
         try:
-            table[name] = Price(float(p["input"]), float(p["output"]), float(p.get("batch", 0.5)))
+            audio = p.get("audio_input")
+            table[name] = Price(
+                float(p["input"]),
+                float(p["output"]),
+                float(p.get("batch", 0.5)),
+                None if audio is None else float(audio),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             where = path or PRICES_FILE
             raise ValueError(f"{where}: model {name!r}: expected input and output USD per 1M tokens") from exc

@@ -24,11 +24,14 @@ from avstack import __version__
 from avstack.io import DataError, JsonlAppender, Progress, read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 from avstack.prompting.messages import Request
 from avstack.runs.cost import Budget, BudgetReached
-from avstack.runs.runners import Backend, FatalError, TransientError
+from avstack.runs.runners import Backend, FatalError, TransientError, refusal
 from avstack.runs.secrets import Scrubber
 
 # errors that say nothing about the item: a rerun asks again (legacy runs stored them as answers)
 _NOT_FINAL = re.compile(r"^(transient|.*HTTP (401|403|404)\b)")
+
+
+REFUSED = "refused before sending"  # the back-end cannot take the request (runners.refusal)
 
 
 def is_final(error: Any) -> bool:
@@ -156,6 +159,19 @@ def _settings_of(backend: Backend) -> dict[str, Any]:
     return get() if callable(get) else {}
 
 
+GENERATION = ("temperature", "max_tokens")  # settings that change the answer: part of its cache key
+
+
+def answer_key_id(backend_id: str, settings: dict[str, Any]) -> str:
+    """The back-end's id in answer keys: with the generation settings that differ from the
+    defaults (`--max-tokens 300` is another answer than 2,048), so the default keys stay as they
+    were and an answer is never reused under other settings."""
+    from avstack.runs.runners import DEFAULTS
+
+    changed = [f"{k}={settings[k]}" for k in GENERATION if k in settings and settings[k] != DEFAULTS[k]]
+    return "|".join([backend_id, *changed])
+
+
 def _batch_answers(
     backend: Backend, bid: str, todo: list[WorkItem], cache: AnswerCache, out: Path, s: RunSettings, scrub: Scrubber
 ) -> dict[str, dict[str, Any]]:
@@ -204,7 +220,8 @@ def run_items(
         todo = []  # an earlier stack of this job spent the budget
     stopping = threading.Event()
     cache = AnswerCache(cache_dir)
-    batched = _batch_answers(backend, bid, todo, cache, out, s, scrubber)
+    key_id = answer_key_id(bid, _settings_of(backend))
+    batched = _batch_answers(backend, key_id, todo, cache, out, s, scrubber)
     writer = JsonlAppender(pred_path)
 
     def one(item: WorkItem) -> dict[str, Any]:
@@ -213,10 +230,13 @@ def run_items(
         text: str | None
         usage: dict[str, Any]
         error: str | None
+        why = refusal(backend, item.request) if item.error is None and item.request is not None else None
         if item.error is not None or item.request is None:
             text, usage, error, attempts = None, {}, item.error or "no request", 0
+        elif why is not None:  # a part the back-end cannot take: refused here, nothing is sent or dropped
+            text, usage, error, attempts = None, {}, f"{REFUSED}: {why}", 0
         else:
-            key = request_key(bid, item.request)
+            key = request_key(key_id, item.request)
             hit = cache.get(key)
             if hit is None and key in batched:  # answered in a batch: recorded as the online path does
                 text, usage, error = scrubber.scrub((batched[key]["raw"], batched[key]["usage"], None))

@@ -10,8 +10,19 @@ from pathlib import Path
 from typing import Any
 
 from avstack.io import read_jsonl_objects, write_json_atomic
-from avstack.prompting.messages import Image, Request, Text, Video
-from avstack.runs.cost import image_rule, image_size, image_tokens, load_prices, price_of, text_counter, usage_tokens
+from avstack.prompting.messages import Audio, Image, Request, Text, Video
+from avstack.runs.cost import (
+    audio_rule,
+    audio_tokens,
+    image_rule,
+    image_size,
+    image_tokens,
+    load_prices,
+    price_of,
+    text_counter,
+    usage_tokens,
+    wav_duration_ms,
+)
 from avstack.runs.engine import AnswerCache, request_key
 
 
@@ -24,20 +35,24 @@ class StackBill:
     videos: int = 0
     image_tokens: int = 0
     text_tokens: int = 0
+    audio_parts: int = 0
+    audio_tokens: int = 0
     cached: int = 0
     repeats: int = 0
     to_pay_input_tokens: int = 0
+    to_pay_audio_tokens: int = 0  # of to_pay_input_tokens: what an audio price applies to
     to_pay_requests: int = 0
     notes: list[str] = field(default_factory=list)
 
 
 def bill_request(
     req: Request, model: str, detail: str, count_text: Any, sizes: dict[Path, tuple[int, int]] | None = None
-) -> tuple[int, int, int, int]:
-    """(images, videos, image tokens, text tokens) of one request; image tokens 0 where the model
-    has no published rule (the plan says so). `sizes` remembers each picture's size: the stacks
-    of an ablation show the same frames."""
-    images = videos = image_toks = 0
+) -> tuple[int, int, int, int, int, int]:
+    """(images, videos, image tokens, text tokens, audio parts, audio tokens) of one request;
+    image or audio tokens 0 where the model has no published rule (the plan says so). `sizes`
+    remembers each picture's size (and each sound's length): the stacks of an ablation show the
+    same frames."""
+    images = videos = image_toks = sounds = audio_toks = 0
     text = req.system
     sizes = {} if sizes is None else sizes
     for part in req.parts:
@@ -50,9 +65,15 @@ def bill_request(
             image_toks += image_tokens(w, h, model, detail) or 0
         elif isinstance(part, Video):
             videos += 1
+        elif isinstance(part, Audio):
+            sounds += 1
+            path = req.path_of(part)
+            if path not in sizes:
+                sizes[path] = (wav_duration_ms(path), 0)
+            audio_toks += audio_tokens(sizes[path][0], model) or 0
         elif isinstance(part, Text):
             text += part.text
-    return images, videos, image_toks, count_text(text)
+    return images, videos, image_toks, count_text(text), sounds, audio_toks
 
 
 def plan_requests(
@@ -76,31 +97,40 @@ def plan_requests(
     for name, requests in stacks.items():
         bill = bills[name] = StackBill()
         for req in requests:
-            images, videos, image_toks, text_toks = bill_request(req, model, detail, count_text, sizes)
+            images, videos, image_toks, text_toks, sounds, audio_toks = bill_request(
+                req, model, detail, count_text, sizes
+            )
             key = request_key(backend_id, req)
             bill.requests += 1
             bill.images += images
             bill.videos += videos
             bill.image_tokens += image_toks
             bill.text_tokens += text_toks
+            bill.audio_parts += sounds
+            bill.audio_tokens += audio_toks
             if cache.get(key) is not None:
                 bill.cached += 1
             elif key in seen:
                 bill.repeats += 1
             else:
                 bill.to_pay_requests += 1
-                bill.to_pay_input_tokens += image_toks + text_toks
+                bill.to_pay_input_tokens += image_toks + text_toks + audio_toks
+                bill.to_pay_audio_tokens += audio_toks
             seen.add(key)
     total_in = sum(b.to_pay_input_tokens for b in bills.values())
     total_req = sum(b.to_pay_requests for b in bills.values())
     out_tokens = total_req * max_output_tokens
     usd = None
+    total_audio = sum(b.to_pay_audio_tokens for b in bills.values())
     if price is not None:
-        online = (total_in * price.input + out_tokens * price.output) / 1e6
+        audio_price = price.input if price.audio_input is None else price.audio_input
+        online = ((total_in - total_audio) * price.input + total_audio * audio_price + out_tokens * price.output) / 1e6
         usd = {"online": round(online, 4), "batch": round(online * price.batch, 4)}
     notes = []
     if image_rule(model) is None:
         notes.append(f"{model}: no published image-token rule known; image tokens not counted")
+    if any(b.audio_parts for b in bills.values()) and audio_rule(model) is None:
+        notes.append(f"{model}: no published audio-token rule known; audio tokens not counted")
     if any(b.videos for b in bills.values()):
         notes.append("video parts are not counted (each provider samples video its own way)")
     if price is None:
@@ -109,6 +139,7 @@ def plan_requests(
         "model": model,
         "detail": detail,
         "image_rule": image_rule(model),
+        "audio_rule": audio_rule(model),
         "text_tokens": text_how,
         "prices_read_on": read_on,
         "price_usd_per_1m": None if price is None else {"input": price.input, "output": price.output},
@@ -119,6 +150,7 @@ def plan_requests(
             "cached": sum(b.cached for b in bills.values()),
             "repeats": sum(b.repeats for b in bills.values()),
             "input_tokens": total_in,
+            "audio_tokens": total_audio,
             "output_tokens_at_most": out_tokens,
             "usd_at_most": usd,
         },
@@ -134,17 +166,18 @@ def write_plan(plan: dict[str, Any], out: Path) -> Path:
 
 def plan_table(plan: dict[str, Any]) -> str:
     """The plan as a Markdown table, per stack and in total."""
-    rows = ["| stack | requests | images | image tokens | text tokens | cached | repeats | input tokens to pay |"]
-    rows.append("|---|---|---|---|---|---|---|---|")
+    head = "| stack | requests | images | image tokens | text tokens | audio tokens | cached | repeats |"
+    rows = [head + " input tokens to pay |"]
+    rows.append("|---|---|---|---|---|---|---|---|---|")
     for name, b in plan["stacks"].items():
         rows.append(
             f"| {name} | {b['requests']} | {b['images']} | {b['image_tokens']} | {b['text_tokens']} | "
-            f"{b['cached']} | {b['repeats']} | {b['to_pay_input_tokens']} |"
+            f"{b.get('audio_tokens', 0)} | {b['cached']} | {b['repeats']} | {b['to_pay_input_tokens']} |"
         )
     t = plan["total"]
     usd = t["usd_at_most"]
     cost = f"${usd['online']:.2f} online, ${usd['batch']:.2f} batch (at most)" if usd else "price unknown"
-    rows.append(f"| **total** | {t['requests']} | | | | {t['cached']} | {t['repeats']} | {t['input_tokens']} |")
+    rows.append(f"| **total** | {t['requests']} | | | | | {t['cached']} | {t['repeats']} | {t['input_tokens']} |")
     lines = [*rows, "", f"{plan['model']}: {cost}; output at most {t['output_tokens_at_most']} tokens; "
              f"text tokens by {plan['text_tokens']}; prices read {plan['prices_read_on']}"]  # fmt: skip
     return "\n".join(lines + [f"note: {n}" for n in plan["notes"]]) + "\n"

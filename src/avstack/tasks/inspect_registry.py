@@ -15,11 +15,18 @@ from typing import Any
 
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
-from inspect_ai.model import ChatMessageSystem, ChatMessageUser, ContentImage, ContentText, ContentVideo
+from inspect_ai.model import (
+    ChatMessageSystem,
+    ChatMessageUser,
+    ContentAudio,
+    ContentImage,
+    ContentText,
+    ContentVideo,
+)
 from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState, generate
 
-from avstack.prompting.messages import Image, Request, Text, Video, data_url
+from avstack.prompting.messages import Audio, Image, Request, Text, Video, data_url
 from avstack.prompting.stacks import make_stack
 from avstack.tasks.ecog.metrics import METRICS, score_clip
 from avstack.tasks.ecog.parse import parse_answer
@@ -38,7 +45,8 @@ def _list(value: Any) -> list[str]:
 
 def messages_of(req: Request) -> list[Any]:
     """The request as inspect chat messages: the system prompt, then one user turn with the text
-    and media parts in avstack's order (images inline as data URLs, as avstack sends them)."""
+    and media parts in avstack's order (images inline as data URLs, as avstack sends them; a
+    video or a sound by its path)."""
     content: list[Any] = []
     for p in req.parts:
         if isinstance(p, Text):
@@ -49,6 +57,8 @@ def messages_of(req: Request) -> list[Any]:
             path = req.path_of(p)
             fmt = {".mov": "mov", ".mpeg": "mpeg", ".mpg": "mpeg"}.get(path.suffix.lower(), "mp4")
             content.append(ContentVideo(video=str(path), format=fmt))  # type: ignore[arg-type]
+        elif isinstance(p, Audio):  # the omni stack's sound: the prepared WAV, by its path
+            content.append(ContentAudio(audio=str(req.path_of(p)), format="wav"))
     user = ChatMessageUser(content=content)
     return [ChatMessageSystem(content=req.system), user] if req.system else [user]
 

@@ -17,10 +17,12 @@ from avstack.runs.runners.base import (
     FatalError,
     MissingExtra,
     TransientError,
+    parts_of,
+    refusal,
     seeded_rng,
 )
 
-OPENAI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "image_detail", "timeout")
+OPENAI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "image_detail", "timeout", "audio_as")
 GEMINI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "timeout")
 HF_OPTIONS = ("temperature", "max_tokens")
 MODEL_BACKENDS = ("openai:MODEL", "gemini:MODEL", "hf:MODEL", "replay:FILE")
@@ -68,5 +70,7 @@ __all__ = [
     "MissingExtra",
     "TransientError",
     "make_backend",
+    "parts_of",
+    "refusal",
     "seeded_rng",
 ]

@@ -55,10 +55,26 @@ class Backend(Protocol):
         ...
 
 
+def parts_of(request: Request) -> set[str]:
+    """The kinds of part a request carries: text, image, video, audio."""
+    return {type(p).__name__.lower() for p in request.parts}
+
+
+def refusal(backend: Backend, request: Request) -> str | None:
+    """Why `backend` cannot take `request` at all (a part its API or model does not take), asked
+    before anything is sent; None when it can. A back-end without the question takes anything."""
+    refuses = getattr(backend, "refuses", None)
+    return refuses(request) if callable(refuses) else None
+
+
 class BackendBase:
     """Defaults for the Backend protocol's bookkeeping methods."""
 
     name = "backend"
+
+    def refuses(self, request: Request) -> str | None:
+        """Why this back-end cannot take the request (see `refusal`); it never drops a part."""
+        return None
 
     def settings(self) -> dict[str, Any]:
         return {}

@@ -6,14 +6,13 @@ carries the same file, and deleted when the run closes the back-end.
 
 from __future__ import annotations
 
-import mimetypes
 import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from avstack.prompting.messages import Audio, Image, Request, Text, Video
+from avstack.prompting.messages import Audio, Image, Request, Text, Video, mime_of
 from avstack.runs.runners.base import (
     DEFAULTS,
     FATAL_STATUS,
@@ -109,8 +108,7 @@ class Gemini(BackendBase):
                 f = self._upload(path)
                 out.append(t.Part.from_uri(file_uri=f.uri, mime_type=f.mime_type))
             elif isinstance(p, (Image, Audio)):
-                mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-                out.append(t.Part.from_bytes(data=path.read_bytes(), mime_type=mime))
+                out.append(t.Part.from_bytes(data=path.read_bytes(), mime_type=mime_of(path)))
         return out
 
     def config(self, request: Request) -> Any:

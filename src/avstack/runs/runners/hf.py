@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 from avstack.prompting.messages import Request, to_hf
-from avstack.runs.runners.base import DEFAULTS, Answer, BackendBase, MissingExtra
+from avstack.runs.runners.base import DEFAULTS, Answer, BackendBase, MissingExtra, parts_of
 
 
 def _modules() -> tuple[Any, Any]:
@@ -43,12 +43,32 @@ class HFLocal(BackendBase):
     def settings(self) -> dict[str, Any]:
         return {"model": self.model_id, "device": self.device, "temperature": self.temperature}
 
+    @property
+    def hears(self) -> bool:
+        """Does the model take sound: its processor has an audio feature extractor (Qwen2.5-Omni's
+        and Qwen2-Audio's do; a vision-language processor has none)?"""
+        return getattr(self.processor, "feature_extractor", None) is not None
+
+    def refuses(self, request: Request) -> str | None:
+        kinds, stack = parts_of(request), request.meta.get("stack", "this")
+        if "video" in kinds:
+            return f"the hf back-end takes frames, not a video file; the {stack} stack sends one (full, omni: frames)"
+        if "audio" in kinds and not self.hears:
+            return (
+                f"hf:{self.model_id} takes no sound (its processor has no audio feature extractor); the {stack} "
+                "stack sends the clip's sound: use a model that hears (Qwen2.5-Omni style)"
+            )
+        return None
+
     def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+        why = self.refuses(request)
+        if why:
+            raise ValueError(why)
         messages = to_hf(request)
-        if any(c.get("type") in ("video", "audio") for m in messages for c in m["content"]):
-            raise ValueError("the hf back-end takes frame stacks; render video/audio stacks for an omni model")
+        # the processor reads each audio part's file itself (16 kHz, as prepared)
+        extra = {"sampling_rate": 16_000} if "audio" in parts_of(request) else {}
         inputs = self.processor.apply_chat_template(
-            messages, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
+            messages, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt", **extra
         ).to(self.device)
         sample = self.temperature > 0
         with self._lock, self._torch.inference_mode():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from avstack.prompting.messages import Request, to_openai
+from avstack.prompting.messages import AUDIO_AS, Request, to_openai
 from avstack.runs.runners.base import (
     DEFAULTS,
     FATAL_STATUS,
@@ -21,8 +21,10 @@ from avstack.runs.runners.base import (
     FatalError,
     MissingExtra,
     TransientError,
+    parts_of,
 )
 
+OPENAI_API = "https://api.openai.com"
 NO_KEY = "no-key"  # the client insists on a key; a local server needs none, so the header is left out
 
 
@@ -48,6 +50,7 @@ class OpenAICompat(BackendBase):
         image_detail: str | None = None,
         timeout: float = DEFAULTS["timeout"],
         api_version: str | None = None,
+        audio_as: str = "input_audio",
     ):
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
@@ -55,6 +58,9 @@ class OpenAICompat(BackendBase):
         self.temperature, self.max_tokens = temperature, max_tokens
         self.json_mode, self.image_detail, self.timeout = json_mode, image_detail, timeout
         self.api_version = api_version or os.environ.get("OPENAI_API_VERSION")
+        if audio_as not in AUDIO_AS:
+            raise ValueError(f"--audio-as: expected one of {', '.join(AUDIO_AS)}, got {audio_as!r}")
+        self.audio_as = audio_as
         self._openai = _openai()
         self._key = key
         self._client: Any = None  # made on first use, again after close()
@@ -84,12 +90,30 @@ class OpenAICompat(BackendBase):
             "max_tokens": self.max_tokens,
             "json_mode": self.json_mode,
             "image_detail": self.image_detail,
+            "audio_as": self.audio_as,
         }
+
+    def refuses(self, request: Request) -> str | None:
+        """OpenAI's own API takes no video part, and audio only in its audio models; another
+        server (vLLM, SGLang, llama.cpp) is asked, and its own refusal is final (run engine)."""
+        if not self.base_url.startswith(OPENAI_API):
+            return None
+        kinds, stack = parts_of(request), request.meta.get("stack", "this")
+        if "video" in kinds:
+            return f"OpenAI's chat API takes no video file; the {stack} stack sends one (gemini:MODEL takes it)"
+        if "audio" in kinds and "audio" not in self.model:
+            return (
+                f"openai:{self.model} takes no audio input (OpenAI's are the gpt-4o-audio models); "
+                f"the {stack} stack sends the clip's sound"
+            )
+        if "image" in kinds and "audio" in self.model:
+            return f"openai:{self.model} takes no image input (text and audio only); the {stack} stack sends frames"
+        return None
 
     def body(self, request: Request) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": to_openai(request, "data", self.image_detail),
+            "messages": to_openai(request, "data", self.image_detail, self.audio_as),
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
         }

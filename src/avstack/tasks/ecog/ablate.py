@@ -19,27 +19,42 @@ from avstack.analysis.compare import check_same_items
 from avstack.analysis.stats import paired_bootstrap_ci, shapley_per_item
 from avstack.analysis.tables import Report, markdown_table
 from avstack.io import Progress, atomic_write, write_csv_atomic
-from avstack.prompting.stacks import Stack, Subset, make_stack, subset_stacks
+from avstack.prompting.stacks import VARIANTS, Stack, Subset, interface_pairs, make_stack, subset_stacks
 from avstack.runs.engine import RunSettings
 from avstack.runs.plan import plan_requests, usage_section, write_plan
 from avstack.runs.runners import make_backend
 from avstack.tasks.ecog.baselines import BASELINES
 from avstack.tasks.ecog.metrics import METRICS
 from avstack.tasks.ecog.prompt import EcogOptions
-from avstack.tasks.ecog.report import Run, item_tables, write_report
+from avstack.tasks.ecog.report import Run, interface_section, item_tables, write_report
 from avstack.tasks.ecog.runs import prompt_record, requests_for, run, score_and_write
 
 
 def ablation_stacks(
-    drops: list[str], variants: list[str], ts_formats: list[str] | None = None, word_ts_format: str = "json"
+    drops: list[str],
+    variants: list[str],
+    ts_formats: list[str] | None = None,
+    word_ts_format: str = "json",
+    baseline: str = "full",
 ) -> list[Stack]:
-    """full first (the baseline), then full minus each drop, then other variants; with several
-    time formats, each of those stacks in each format (the first format's full is the baseline)."""
+    """The baseline variant first (`full` unless told), then it minus each drop, then each other
+    variant and it minus each drop it has (`--drop word_ts` also gives `text-no_word_ts`,
+    `omni` minus frame_ts `omni-no_frame_ts`); with several time formats, the baseline's stacks in
+    each format (the first format's baseline is the report's)."""
     formats = ts_formats or ["ms"]
-    stacks = [make_stack("full", [], f, word_ts_format) for f in formats]
-    stacks += [make_stack("full", [d], f, word_ts_format) for d in drops for f in formats]
-    stacks += [make_stack(v, [], formats[0], word_ts_format) for v in variants if v != "full"]
+    stacks = [make_stack(baseline, [], f, word_ts_format) for f in formats]
+    stacks += [make_stack(baseline, [d], f, word_ts_format) for d in drops if has_cue(baseline, d) for f in formats]
+    for v in variants:
+        if v == baseline:
+            continue
+        stacks.append(make_stack(v, [], formats[0], word_ts_format))
+        stacks += [make_stack(v, [d], formats[0], word_ts_format) for d in drops if has_cue(v, d)]
     return list(dict.fromkeys(stacks))
+
+
+def has_cue(variant: str, cue: str) -> bool:
+    """Does `variant` carry `cue`, so that dropping it makes another stack?"""
+    return cue in VARIANTS.get(variant, frozenset())
 
 
 def stacks_to_run(
@@ -48,15 +63,16 @@ def stacks_to_run(
     subsets: bool,
     ts_formats: list[str] | None,
     word_ts_format: str,
+    baseline: str = "full",
 ) -> list[Stack]:
-    """The stacks an ablation runs, in order (full first)."""
-    plan = subset_stacks(list(dict.fromkeys(drops))) if subsets else []
+    """The stacks an ablation runs, in order (the baseline first)."""
+    plan = subset_stacks(list(dict.fromkeys(drops)), baseline) if subsets else []
     stacks = (
         [s.stack for s in plan if s.same_as is None]
         if subsets
-        else ablation_stacks(drops, variants or [], ts_formats, word_ts_format)
+        else ablation_stacks(drops, variants or [], ts_formats, word_ts_format, baseline)
     )
-    stacks += [make_stack(v) for v in variants or [] if subsets and v != "full"]
+    stacks += [make_stack(v) for v in variants or [] if subsets and v != baseline]
     return list(dict.fromkeys(stacks))
 
 
@@ -93,13 +109,14 @@ def ablate(
     ts_formats: list[str] | None = None,
     word_ts_format: str = "json",
     bill: dict[str, Any] | None = None,
+    baseline: str = "full",
 ) -> Report:
     """Run every stack into out/<stack>/, sharing cached answers; write out/report.md with the
     plan (`bill`, planned here when not given) beside the usage the servers reported."""
     out = Path(out)
     backend = make_backend(model, BASELINES, **(backend_options or {}))
-    plan = subset_stacks(list(dict.fromkeys(drops))) if subsets else []
-    stacks = stacks_to_run(drops, variants, subsets, ts_formats, word_ts_format)
+    plan = subset_stacks(list(dict.fromkeys(drops)), baseline) if subsets else []
+    stacks = stacks_to_run(drops, variants, subsets, ts_formats, word_ts_format, baseline)
     bill = bill or plan_ablation(prepared, model, out, stacks, options)
     runs: dict[Stack, Run] = {}
     for stack in stacks:
@@ -111,6 +128,8 @@ def ablate(
     sha = prompt_record(options)["sha256"]
     report = write_report(list(runs.values()), out, cluster, {r[0]: sha for r in runs.values()})
     section = cue_section(list(dict.fromkeys(drops)), plan, runs, out) if subsets else []
+    cells = {s.variant: r for s, r in runs.items() if not s.dropped and s.name == s.variant}
+    section += interface_section(cells, interface_pairs(cells), out, cluster)
     usage = usage_section(bill, {s.name: out / s.name / "predictions.jsonl" for s in stacks})
     text = report.text + "\n".join(section) + usage
     atomic_write(report.path, text.encode())

@@ -13,7 +13,7 @@ from typing import Any
 
 from avstack.io import DataError, atomic_stream, write_jsonl_atomic
 from avstack.manifest import ClipRecord, data_root_of, iter_manifest, manifest_shards
-from avstack.prompting.messages import Request, Video, flat_prompt, render, to_openai
+from avstack.prompting.messages import Audio, Request, Video, flat_prompt, render, to_openai
 from avstack.prompting.stacks import Stack
 from avstack.tasks.ecog.prompt import EcogOptions
 from avstack.tasks.ecog.runs import request_or_problem, requests_for, require_ground_truth, usable
@@ -31,6 +31,8 @@ def _refuse(problems: list[str]) -> None:
 def generic_row(record: ClipRecord, req: Request, stack: Stack) -> dict[str, Any]:
     question, images, pts = flat_prompt(req)
     video = next((str(req.path_of(p)) for p in req.parts if isinstance(p, Video)), None)
+    # the omni stack's sound: the prepared WAV, on the clip's clock (sample 0 is the clip's start)
+    audio = next((str(req.path_of(p)) for p in req.parts if isinstance(p, Audio)), None)
     return {
         "id": record.clip_id,
         "stack": stack.name,
@@ -39,6 +41,7 @@ def generic_row(record: ClipRecord, req: Request, stack: Stack) -> dict[str, Any
         "images": images,
         "image_pts_ms": pts,
         "video": video,
+        "audio": audio,
         "answer": json.dumps(record.eval_gt or {}, ensure_ascii=False),
         "task_template": record.task_template,
         "lang": req.meta.get("lang"),
@@ -180,6 +183,7 @@ def _write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
             "images": Sequence(Image()),
             "image_pts_ms": Sequence(Value("int64")),
             "video": Value("string"),
+            "audio": Value("string"),
             "answer": Value("string"),
             "task_template": Value("string"),
             "lang": Value("string"),

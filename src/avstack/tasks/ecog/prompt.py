@@ -18,7 +18,8 @@ from typing import Any
 
 from avstack.io import inside
 from avstack.manifest import ClipRecord, frame_file
-from avstack.prompting.messages import Image, Part, Request, Text, Video
+from avstack.prompting.messages import Audio, Image, Part, Request, Text, Video
+from avstack.prompting.sound import clip_sound
 from avstack.prompting.stacks import Stack
 from avstack.prompting.templates import IMAGE, PART, PromptSet, clean, load_prompts, split_parts
 from avstack.prompting.timefmt import frame_tag, parse_frame_tag, parse_words, words_block
@@ -125,7 +126,9 @@ def template_variables(record: ClipRecord, stack: Stack, lang: str, options: Eco
         "word_ts_format": stack.word_ts_format,
         "object_choices": [clean(c) for c in _choices(gt, "object_choices")],
         "space_choices": [clean(c) for c in _choices(gt, "space_choices")],
-        "instruction": clean((asr or {}).get("text", "").strip()),
+        # a stack that hears the clip's sound (omni) gets no transcript: the speech is in the audio
+        "instruction": "" if stack.has("audio") else clean((asr or {}).get("text", "").strip()),
+        "speech_sound": stack.has("audio"),
         "silent": silent,
         "asr": asr,
         "asr_shown": asr_shown,
@@ -217,6 +220,8 @@ def build_request(
             raise ValueError("the video variant needs the data root (recorded in prepare.json)")
         inside(data_root, record.video, f"clip {record.clip_id!r}: video", links=True)  # a manifest is input too
         parts.insert(1, Video(f"{data_root}/{record.video}"))
+    if stack.has("audio"):
+        parts.insert(1, Audio(clip_sound(record, prepared_dir, stack.name)))
     meta = {
         "clip_id": record.clip_id,
         "stack": stack.name,

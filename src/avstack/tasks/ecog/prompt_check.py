@@ -25,6 +25,7 @@ VARIABLES = {
     "space_choices",
     "instruction",
     "silent",
+    "speech_sound",
     "asr",
     "asr_shown",
     "word_times",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from avstack.analysis.compare import ItemTable, compare_runs, csv_rows, fmt_delta, plot_deltas
+from avstack.analysis.compare import ItemTable, compare_pairs, compare_runs, csv_rows, fmt_delta, plot_deltas
 from avstack.analysis.tables import Report, markdown_table, write_markdown
 from avstack.io import write_csv_atomic
 from avstack.tasks.ecog.analysis import (
@@ -141,6 +141,38 @@ def write_report(
         plot_deltas(deltas, METRICS, out / "delta.png")
         head += ["![deltas](delta.png)", ""]
     return write_markdown(out, head, analysis_sections(runs))
+
+
+def interface_section(
+    cells: dict[str, Run], pairs: list[tuple[str, str, str]], out: Path, cluster: str | None = None
+) -> list[str]:
+    """The interface 2x2 (avstack.prompting.stacks.INTERFACE): each pair of cells that differs in
+    one factor, the second against the first, paired over the clips; interface.csv beside it."""
+    if not pairs:
+        return []
+    tables = {v: item_tables([run])[0] for v, run in cells.items()}
+    rows = compare_pairs([(tables[a], tables[b]) for a, b, _ in pairs], TABLE_METRICS, cluster)
+    by = {(r["baseline"], r["run"], r["metric"]): r for r in rows}
+    write_csv_atomic(out / "interface.csv", csv_rows(rows))
+    table = []
+    for a, b, factor in pairs:
+        la, lb = cells[a][0], cells[b][0]
+        cols = []
+        for m in TABLE_METRICS:
+            r = by[(la, lb, m)]
+            cols += [f"{r['baseline_value']:.1f} -> {r['value']:.1f}", fmt_delta(r)]
+        table.append([f"`{a}` -> `{b}`", factor, *cols, str(by[(la, lb, TABLE_METRICS[0])]["n"])])
+    return [
+        "## Interface (2x2): frames or the file, speech as text or as sound",
+        "",
+        markdown_table(["pair", "factor", "Acc_t", "Δ Acc_t", "Acc_eco", "Δ Acc_eco", "n"], table),
+        "",
+        "`full`: frames with their times + word-timed ASR; `omni`: frames with their times + the clip's"
+        " sound; `video_asr`: the file + word-timed ASR; `video`: the file with its sound (the paper's"
+        " native Video-Omni, its transcript in `<instruction>`). Each pair differs in one factor; Δ with"
+        " its 95% paired bootstrap CI and the sign-flip p-value, Holm-adjusted across these pairs.",
+        "",
+    ]
 
 
 def analysis_sections(runs: list[Run]) -> list[str]:

@@ -12,7 +12,8 @@ from typing import Any
 
 from avstack.io import DataError, inside
 from avstack.manifest import ClipRecord, frame_file
-from avstack.prompting.messages import Image, Part, Request, Text, Video
+from avstack.prompting.messages import Audio, Image, Part, Request, Text, Video
+from avstack.prompting.sound import clip_sound
 from avstack.prompting.stacks import Stack
 from avstack.prompting.templates import IMAGE, PART, PromptSet, clean, load_prompts, split_parts
 from avstack.prompting.timefmt import frame_tag, parse_frame_tag, parse_words, words_block
@@ -84,6 +85,7 @@ def build_request(
         "asr_shown": asr_shown,
         "asr_block": clean(asr_block),
         "word_times": stack.has("word_ts"),
+        "speech_sound": stack.has("audio"),
         "subtitles_shown": subs_shown,
         "subtitles_block": clean(subs_block),
         "duration_s": (record.duration_ms or 0) / 1000,
@@ -101,6 +103,8 @@ def build_request(
             raise ValueError("the video variant needs the data root (recorded in prepare.json)")
         inside(data_root, record.video, f"clip {record.clip_id!r}: video", links=True)
         parts.insert(0, Video(f"{data_root}/{record.video}"))
+    if stack.has("audio"):
+        parts.insert(0, Audio(clip_sound(record, prepared_dir, stack.name)))
     shown = {
         "letters": item.letters,
         "duration_s": variables["duration_s"],
