@@ -4,7 +4,7 @@ each, write the Δ table and the report; it parses options and calls the task's 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -84,6 +84,9 @@ def ablate(
         bool, typer.Option("--batch", help="Send through the provider's batch API (about half the price; resumable)")
     ] = False,
     batch_poll: Annotated[float, typer.Option(help="--batch: seconds between polls")] = 30.0,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Ask again the clips whose request failed (refused, 4xx, no answer)")
+    ] = False,
 ) -> None:
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
     from avstack.runs.engine import RunSettings
@@ -107,7 +110,12 @@ def ablate(
                     prepared, questions, model, out, stacks, questions_format, prompt, detail, max_tokens, prices
                 )
             budget = bill_first(plan, out, dry_run, max_cost)
-        settings = RunSettings(concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None)
+        settings = RunSettings(
+            concurrency=concurrency,
+            budget=budget,
+            batch_poll_s=batch_poll if batch else None,
+            retry_failed=retry_failed,
+        )
         backend = backend_options(base_url, temperature, max_tokens, d["timeout"], audio_as)
         with user_errors():
             if until == "decided":
@@ -148,7 +156,12 @@ def ablate(
                 model,
                 out,
                 drop,
-                RunSettings(concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None),
+                RunSettings(
+                    concurrency=concurrency,
+                    budget=budget,
+                    batch_poll_s=batch_poll if batch else None,
+                    retry_failed=retry_failed,
+                ),
                 backend_options(base_url, temperature, max_tokens, d["timeout"], audio_as),
                 EcogOptions(prompt_dir=prompt),
                 round_size,
@@ -165,7 +178,12 @@ def ablate(
             out,
             drop,
             [v for v in variants.split(",") if v],
-            RunSettings(concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None),
+            RunSettings(
+                concurrency=concurrency,
+                budget=budget,
+                batch_poll_s=batch_poll if batch else None,
+                retry_failed=retry_failed,
+            ),
             backend_options(base_url, temperature, max_tokens, d["timeout"], audio_as),
             options=EcogOptions(prompt_dir=prompt),
             subsets=subsets,
@@ -177,3 +195,20 @@ def ablate(
         )
     typer.echo(report.summary)
     typer.echo(f"full report: {report.path}")
+    exit_on_failures(report.failed)
+
+
+def exit_on_failures(failed: dict[str, dict[str, Any]]) -> None:
+    """Exit non-zero when a stack's requests failed, naming the stacks, their causes and the
+    command that asks only those clips again."""
+    if not failed:
+        return
+    import shlex
+    import sys
+
+    for stack, f in failed.items():
+        causes = "; ".join(f"{n}x {c}" for c, n in f["causes"].items())
+        typer.echo(f"{stack}: {f['request_failures']} of {f['clips']} requests failed: {causes}", err=True)
+    again = [a for a in sys.argv[1:] if a != "--retry-failed"]
+    command = " ".join(shlex.quote(a) for a in ["avstack", *again, "--retry-failed"])
+    fail(f"{len(failed)} stack(s) with request failures; ask only those clips again: {command}", 1)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from avstack.io import atomic_write
 
@@ -21,6 +22,8 @@ class Report:
     summary: str
     text: str
     path: Path
+    # per stack whose requests failed (no answer came): how many of how many, and the causes
+    failed: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def write_markdown(out: Path, head: list[str], rest: list[str]) -> Report:

@@ -51,6 +51,8 @@ class RunSettings:
     budget: Budget | None = field(default=None, compare=False)
     # --batch: seconds between polls of the provider's batch API; None asks one request at a time
     batch_poll_s: float | None = None
+    # --retry-failed: a recorded request failure (refused, HTTP 4xx, no answer) is asked again
+    retry_failed: bool = False
 
 
 def request_key(backend_id: str, req: Request) -> str:
@@ -139,15 +141,21 @@ class WorkItem:
 Parser = Callable[[str, WorkItem], tuple[dict[str, Any], str | None]]
 
 
-def _load_final(path: Path, id_field: str) -> dict[str, dict[str, Any]]:
-    """Final answers already in a predictions file (last line per item wins)."""
+def failed_request(rec: dict[str, Any]) -> bool:
+    """A recorded outcome with no answer: the request failed (refused, a 4xx, an input problem)."""
+    return rec.get("raw") is None and bool(rec.get("error"))
+
+
+def _load_final(path: Path, id_field: str, retry_failed: bool = False) -> dict[str, dict[str, Any]]:
+    """Final answers already in a predictions file (last line per item wins); with `retry_failed`
+    a failed request is not final."""
     done: dict[str, dict[str, Any]] = {}
     if not path.is_file():
         return done
     for _, rec in read_jsonl(path):
         if isinstance(rec, DataError) or not isinstance(rec, dict) or not isinstance(rec.get(id_field), str):
             continue  # a line cut by a kill, or not ours: that item is asked again
-        if is_final(rec.get("error")):
+        if is_final(rec.get("error")) and not (retry_failed and failed_request(rec)):
             done[rec[id_field]] = rec
         else:
             done.pop(rec[id_field], None)
@@ -205,7 +213,7 @@ def run_items(
     s = settings or RunSettings()
     out = Path(out)
     pred_path = out / "predictions.jsonl"
-    done = _load_final(pred_path, id_field)
+    done = _load_final(pred_path, id_field, s.retry_failed)
     # rewrite without superseded or half lines, so the file holds one final line per item
     write_jsonl_atomic(pred_path, done.values())
     bid: str = backend_id or str(getattr(backend, "name", "backend"))
@@ -238,6 +246,8 @@ def run_items(
         else:
             key = request_key(key_id, item.request)
             hit = cache.get(key)
+            if hit is not None and s.retry_failed and hit.get("raw") is None:
+                hit = None  # a cached failure is asked again too
             if hit is None and key in batched:  # answered in a batch: recorded as the online path does
                 text, usage, error = scrubber.scrub((batched[key]["raw"], batched[key]["usage"], None))
                 attempts = 0

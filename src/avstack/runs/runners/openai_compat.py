@@ -9,6 +9,7 @@ endpoints (`*.openai.azure.com`, or `OPENAI_API_VERSION` set) go through `AzureO
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from avstack.prompting.messages import AUDIO_AS, Request, to_openai
@@ -61,6 +62,9 @@ class OpenAICompat(BackendBase):
         if audio_as not in AUDIO_AS:
             raise ValueError(f"--audio-as: expected one of {', '.join(AUDIO_AS)}, got {audio_as!r}")
         self.audio_as = audio_as
+        # the part kinds this server said it cannot take (its first refusal): later requests that
+        # carry one are refused before they are sent
+        self._refused: dict[str, str] = {}
         self._openai = _openai()
         self._key = key
         self._client: Any = None  # made on first use, again after close()
@@ -96,9 +100,12 @@ class OpenAICompat(BackendBase):
     def refuses(self, request: Request) -> str | None:
         """OpenAI's own API takes no video part, and audio only in its audio models; another
         server (vLLM, SGLang, llama.cpp) is asked, and its own refusal is final (run engine)."""
+        kinds, stack = parts_of(request), request.meta.get("stack", "this")
+        said = next((self._refused[k] for k in sorted(kinds) if k in self._refused), None)
+        if said is not None:
+            return said
         if not self.base_url.startswith(OPENAI_API):
             return None
-        kinds, stack = parts_of(request), request.meta.get("stack", "this")
         if "video" in kinds:
             return f"OpenAI's chat API takes no video file; the {stack} stack sends one (gemini:MODEL takes it)"
         if "audio" in kinds and "audio" not in self.model:
@@ -129,6 +136,12 @@ class OpenAICompat(BackendBase):
             resp = self._client.chat.completions.create(**self.body(request), **self._no_auth)
         except openai.APIStatusError as exc:
             detail = _detail(exc)
+            kind = unsupported_input(detail)
+            if kind is not None:  # the same for every request with such a part: final, and remembered
+                self._refused[kind] = (
+                    f"the server at {self.base_url} takes no {kind} input (HTTP {exc.status_code}: {detail})"
+                )
+                raise RuntimeError(f"HTTP {exc.status_code}: unsupported {kind} input: {detail}") from None
             if exc.status_code in RETRY_STATUS:
                 raise TransientError(
                     f"HTTP {exc.status_code}: {detail}", _retry_after(exc.response.headers.get("retry-after"))
@@ -162,6 +175,23 @@ class OpenAICompat(BackendBase):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+_UNSUPPORTED = re.compile(
+    r"\b(image|audio|video|vision|multimodal)\b[^\n]{0,60}?\b(not supported|unsupported|not enabled|is disabled)"
+    r"|does not support (image|audio|video)|\bmmproj\b",
+    re.IGNORECASE,
+)
+
+
+def unsupported_input(detail: str) -> str | None:
+    """The part kind a server's error says it cannot take ("image input is not supported - hint:
+    ... provide the mmproj" from llama-server), or None for any other error."""
+    m = _UNSUPPORTED.search(detail or "")
+    if m is None:
+        return None
+    word = (m.group(1) or m.group(3) or "image").lower()
+    return {"vision": "image", "multimodal": "image"}.get(word, word)
 
 
 def _detail(exc: Any) -> str:

@@ -134,7 +134,7 @@ def ablate(
     text = report.text + "\n".join(section) + usage
     atomic_write(report.path, text.encode())
     summary = report.summary + ("\n".join(section) + "\n" if section else "")
-    return Report(summary, text, report.path)
+    return Report(summary, text, report.path, report.failed)
 
 
 def cue_section(cues: list[str], plan: list[Subset], runs: Mapping[Stack, Run], out: Path) -> list[str]:

@@ -105,11 +105,45 @@ def delta_table(runs: list[Run], deltas: list[dict[str, Any]]) -> tuple[list[str
     return header, rows
 
 
+def failures(js: dict[str, Any]) -> dict[str, Any] | None:
+    """A run's request failures (answers: clips, request_failures, causes), or None when every
+    request got an answer."""
+    answers = js.get("answers") or {}
+    return answers if answers.get("request_failures") else None
+
+
+def marked(runs: list[Run]) -> list[Run]:
+    """Runs whose requests failed, labelled so in every table they appear in: a stack that got no
+    answer is not a model that scored zero."""
+    out = []
+    for label, result, js in runs:
+        f = failures(js)
+        out.append((f"{label} [FAILED: {f['request_failures']} of {f['clips']} requests]" if f else label, result, js))
+    return out
+
+
+def answers_section(runs: list[Run]) -> list[str]:
+    """Per stack: clips, answered, answers that did not parse, requests that failed and why."""
+    rows = []
+    for label, _, js in runs:
+        a = js.get("answers") or {}
+        causes = "; ".join(f"{n}x {c}" for c, n in (a.get("causes") or {}).items()) or "-"
+        rows.append(
+            [label, str(a.get("clips", "")), str(a.get("answered", "")), str(a.get("parse_failures", "")),
+             str(a.get("request_failures", "")), causes.replace("|", "/")]
+        )  # fmt: skip
+    header = ["run", "clips", "answered", "parse failures", "request failures", "causes"]
+    return ["## Answers per stack", "", markdown_table(header, rows), ""]
+
+
 def write_report(
     runs: list[Run], out_dir: str | Path, cluster: str | None = None, prompts: dict[str, str] | None = None
 ) -> Report:
     """Markdown + CSV tables and PNG plots for runs [(label, EcogResult, score json)]; first is the baseline.
-    Deltas are paired over the clips (the same clips in every run, else refused)."""
+    Deltas are paired over the clips (the same clips in every run, else refused). A run whose
+    requests failed is marked in every table and counted in the answers section."""
+    runs = marked(runs)
+    failed = {label: f for label, _, js in runs if (f := failures(js))}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     deltas = compare_runs(item_tables(runs), METRICS, GROUP_COLUMNS, cluster)
@@ -136,11 +170,21 @@ def write_report(
         " left out); MDE: the smallest Δ these clips detect with 80% power at alpha 0.05.",
         "",
     ]
+    head += answers_section(runs)
+    if failed:
+        listed = "; ".join(f"`{k}`: {v['request_failures']} of {v['clips']}" for k, v in failed.items())
+        head += [
+            "**Request failures**: " + listed
+            + ". Those clips have no answer; their zeros are not the model's. Retry only them: rerun the same"
+            " command with `--retry-failed`.",
+            "",
+        ]  # fmt: skip
     _plots(runs, out)
     if deltas:
         plot_deltas(deltas, METRICS, out / "delta.png")
         head += ["![deltas](delta.png)", ""]
-    return write_markdown(out, head, analysis_sections(runs))
+    report = write_markdown(out, head, analysis_sections(runs))
+    return Report(report.summary, report.text, report.path, failed)
 
 
 def interface_section(
@@ -150,6 +194,7 @@ def interface_section(
     one factor, the second against the first, paired over the clips; interface.csv beside it."""
     if not pairs:
         return []
+    cells = {v: marked([run])[0] for v, run in cells.items()}
     tables = {v: item_tables([run])[0] for v, run in cells.items()}
     rows = compare_pairs([(tables[a], tables[b]) for a, b, _ in pairs], TABLE_METRICS, cluster)
     by = {(r["baseline"], r["run"], r["metric"]): r for r in rows}

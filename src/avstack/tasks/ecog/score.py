@@ -17,6 +17,9 @@ class ScoredClip:
     pred: Any
     score: ClipScore
     parse_error: str | None = None
+    # the request itself failed (the server refused or never answered): no answer to score, which
+    # counts as zero in the metrics and is never shown as a plain score (answer_counts)
+    request_error: str | None = None
 
 
 @dataclass
@@ -58,8 +61,10 @@ class EcogResult:
                 {"video_name": sc.clip.video_name, **sc.score.as_dict()}
                 | ({"error": sc.score.error} if sc.score.error else {})
                 | ({"parse_error": sc.parse_error} if sc.parse_error else {})
+                | ({"request_error": sc.request_error} if sc.request_error else {})
                 for sc in self.clips
             ],
+            "answers": answer_counts(self.clips),
             "counts": {
                 "clips": len(self.clips),
                 "missing_predictions": len(self.missing_predictions),
@@ -74,6 +79,34 @@ class EcogResult:
                 "gt_errors": self.gt_errors,
             },
         }
+
+
+def answer_counts(scored: list[ScoredClip]) -> dict[str, Any]:
+    """How many clips got an answer, an answer that did not parse, or no answer at all (the request
+    failed), with the failures' causes: a stack that never got an answer must not read as a model
+    that scored zero."""
+    causes: dict[str, int] = {}
+    for sc in scored:
+        if sc.request_error:
+            cause = cause_of(sc.request_error)
+            causes[cause] = causes.get(cause, 0) + 1
+    failed = sum(causes.values())
+    return {
+        "clips": len(scored),
+        "answered": len(scored) - failed,
+        "parse_failures": sum(1 for sc in scored if sc.parse_error and not sc.request_error),
+        "request_failures": failed,
+        "causes": dict(sorted(causes.items(), key=lambda kv: -kv[1])),
+    }
+
+
+def cause_of(error: str) -> str:
+    """A request failure as one cause shared by the clips it hit: the message without the clip's
+    own ids and numbers past the status, cut to 160 characters."""
+    import re
+
+    text = re.sub(r"\b(req|chatcmpl|id)[-_][\w-]+", "…", str(error))
+    return text[:160]
 
 
 def aggregate(scored: list[ScoredClip]) -> dict[str, float]:
@@ -94,11 +127,13 @@ def micro_eco(scored: list[ScoredClip]) -> float:
     return hits / total if total else 0.0
 
 
-def prediction_of(rec: Mapping[str, Any]) -> tuple[Any, str | None]:
-    """The prediction dict inside a predictions.jsonl record, and its parse error."""
+def prediction_of(rec: Mapping[str, Any]) -> tuple[Any, str | None, str | None]:
+    """The prediction dict inside a predictions.jsonl record, its parse error, and the request's
+    error (no answer came: a failure of the request, not of the model's answer)."""
     if "prediction" in rec:
-        return rec.get("prediction") or {}, rec.get("parse_error") or rec.get("error")
-    return rec, None
+        request = rec.get("error") if rec.get("raw") is None else None
+        return rec.get("prediction") or {}, rec.get("parse_error"), (str(request) if request else None)
+    return rec, None, None
 
 
 def score(
@@ -115,12 +150,13 @@ def score(
         rec = by_name.get(clip.video_name)
         pred: Any
         perr: str | None
+        rerr: str | None = None
         if rec is None:
             result.missing_predictions.append(clip.video_name)
             pred, perr = {}, "no prediction"
         else:
-            pred, perr = prediction_of(rec)
+            pred, perr, rerr = prediction_of(rec)
         s = score_clip(pred, clip.eval_gt, clip.width, clip.height)
-        result.clips.append(ScoredClip(clip, pred, s, perr))
+        result.clips.append(ScoredClip(clip, pred, s, perr, rerr))
     result.unknown_predictions = sorted(set(by_name) - names)
     return result
