@@ -96,6 +96,10 @@ def test_a_quiet_instruction_is_speech_and_steady_noise_is_not():
     assert not speech_present(np.zeros(RATE, np.float32))
     why = asr.transcribe(np.zeros(RATE, np.float32), asr.AsrSettings(model="base", language="zh")).dropped
     assert why and why[0].startswith("no speech energy: the loudest 30 ms at"), why
+    # loud steady noise passes the energy guard; Whisper's VAD keeps none of it, and the record says so
+    noise = rng.normal(0, 0.03, RATE * 3).astype(np.float32)
+    heard = asr.transcribe(noise, asr.AsrSettings(model="tiny.en", language="en"))
+    assert not heard.words and heard.dropped == ("faster-whisper's VAD found no speech",), heard.dropped
 
 
 @needs_gcin

@@ -297,7 +297,23 @@ def transcribe_words(
                 segments, info, _ = _decode(model, samples, options)
     dropped: list[str] = []
     kept = [_segment_words(seg, 0.0, dropped, not packed) for seg in segments]
+    if not segments and not packed:
+        dropped.append(_why_no_segment(info, s.vad))
     return [words for words in kept if words], dropped, lang or info.language
+
+
+def _why_no_segment(info: Any, vad: bool) -> str:
+    """Why faster-whisper gave no segment at all, as far as it tells: its VAD kept nothing, or it
+    skipped each window as no speech (no_speech_prob > 0.6 while avg_logprob < -1.0 at every
+    temperature tried: 0, 0.2, 0.4; plain faster-whisper tries up to 1.0) or decoded nothing."""
+    kept = getattr(info, "duration_after_vad", None)
+    if vad and kept is not None and kept <= 0:
+        return "faster-whisper's VAD found no speech"
+    heard = f"its VAD kept {kept:.1f} s of speech, " if vad and kept is not None else ""
+    return (
+        f"faster-whisper returned no segment: {heard}each window was skipped as no speech "
+        "(no_speech_prob > 0.6 with avg_logprob < -1.0 at temperatures 0, 0.2, 0.4) or decoded to nothing"
+    )
 
 
 def transcribe_file(path: str | os.PathLike[str], settings: AsrSettings | None = None) -> Transcript:

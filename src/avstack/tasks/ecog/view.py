@@ -82,7 +82,10 @@ def _disagreement(rec: ClipRecord, stacks: list[StackRun]) -> float:
 def _failed(rec: ClipRecord, stacks: list[StackRun]) -> bool:
     if rec.error:
         return True
-    return any((sc := s.scored(rec.clip_id)) is not None and (sc.parse_error or sc.request_error or sc.score.error) for s in stacks)
+    return any(
+        (sc := s.scored(rec.clip_id)) is not None and (sc.parse_error or sc.request_error or sc.score.error)
+        for s in stacks
+    )
 
 
 def runs_table(stacks: list[StackRun]) -> str:
