@@ -107,3 +107,12 @@ def browser():
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
     yield driver
     driver.quit()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A fake that answered a route the real API does not document fails the run (fake_http)."""
+    import fake_http
+
+    if fake_http.UNDOCUMENTED and exitstatus == 0:
+        print(f"\nfakes answered undocumented routes: {sorted(set(fake_http.UNDOCUMENTED))}")
+        session.exitstatus = 1

@@ -17,7 +17,7 @@ from email.parser import BytesParser
 from http.server import ThreadingHTTPServer
 
 import pytest
-from fake_http import JsonHandler
+from fake_http import JsonHandler, page
 
 ENV = {"OPENAI_API_KEY": "sk-test-batch-0123456789"}
 
@@ -86,12 +86,13 @@ class BatchServer(JsonHandler):
 
     def do_GET(self):
         path = self.path.split("?")[0]
-        if path.endswith("/batches"):  # newest first, one page
+        query = self.path.partition("?")[2]
+        if path.endswith("/batches"):  # newest first, paged as the real API pages (limit 20, after)
             data = [self._batch(bid) for bid in reversed(list(self.batches))]
-            return self.send_json(200, {"object": "list", "data": data, "has_more": False})
-        if path.endswith("/files"):
+            return self.send_json(200, page(data, query))
+        if path.endswith("/files"):  # paged too (limit 10,000 by default)
             data = [_file(fid, len(self.files[fid]), self.names.get(fid, "out.jsonl")) for fid in self.files]
-            return self.send_json(200, {"object": "list", "data": data, "has_more": False})
+            return self.send_json(200, page(data, query, default_limit=10_000))
         if "/batches/" in self.path:
             bid = self.path.rsplit("/", 1)[-1]
             b = self.batches[bid]
@@ -258,6 +259,7 @@ def _gemini_answer(contents: list) -> dict:
 
 
 class GeminiBatchServer(JsonHandler):
+    api = "gemini"
     jobs: dict = {}
     display: dict = {}
     online: list = []

@@ -19,6 +19,7 @@ SECRET = "gm-SECRET-key-never-written"
 
 
 class FakeGemini(JsonHandler):
+    api = "gemini"
     answers: dict = {}
     by_sha: dict = {}  # video sha256 -> clip id
     log: list = []

@@ -56,7 +56,9 @@ class Gemini(BackendBase):
         key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
         options: dict[str, Any] = {"timeout": int(timeout * 1000)}
         if self.base_url:
-            options["base_url"] = self.base_url
+            # the API version Google's own endpoint defaults to, also behind another base URL (a
+            # proxy, a local server): the client sent /v1/ there, where batch mode is not served
+            options["base_url"], options["api_version"] = self.base_url, "v1beta"
         self._key = key or ""
         self._client = genai.Client(api_key=key, http_options=self._types.HttpOptions(**options))
         self._uploads: dict[str, Any] = {}
