@@ -14,6 +14,10 @@ from .common import (
     QFORMAT_HELP,
     QUESTIONS_HELP,
     WORDS_HELP,
+    BatchOption,
+    BatchPollOption,
+    MaxTokensOption,
+    TemperatureOption,
     app,
     backend_options,
     bill_first,
@@ -34,12 +38,8 @@ def ablate(
     ] = "",
     concurrency: Annotated[int, typer.Option()] = 4,
     base_url: Annotated[str | None, typer.Option()] = None,
-    temperature: Annotated[
-        float, typer.Option(help="Sampling temperature (recorded, part of the answer key)")
-    ] = defaults()["temperature"],
-    max_tokens: Annotated[
-        int, typer.Option(help="Longest answer in tokens (recorded, part of the answer key)")
-    ] = defaults()["max_tokens"],
+    temperature: TemperatureOption = defaults()["temperature"],
+    max_tokens: MaxTokensOption = defaults()["max_tokens"],
     audio_as: Annotated[str, typer.Option(help=AUDIO_AS_HELP)] = "input_audio",
     subsets: Annotated[
         bool, typer.Option(help="Run every subset of the --drop cues and report each cue's Shapley value")
@@ -80,10 +80,8 @@ def ablate(
         float | None, typer.Option(help="--until decided: also stop when every interval is narrower (0-1)")
     ] = None,
     seed: Annotated[int, typer.Option(help="--until decided: the seed of the clip order")] = 0,
-    batch: Annotated[
-        bool, typer.Option("--batch", help="Send through the provider's batch API (about half the price; resumable)")
-    ] = False,
-    batch_poll: Annotated[float, typer.Option(help="--batch: seconds between polls")] = 30.0,
+    batch: BatchOption = False,
+    batch_poll: BatchPollOption = 30.0,
     retry_failed: Annotated[
         bool, typer.Option("--retry-failed", help="Ask again the clips whose request failed (refused, 4xx, no answer)")
     ] = False,
@@ -97,6 +95,16 @@ def ablate(
     budget, plan = None, None
     if until not in ("all", "decided"):
         fail(f"--until: expected all or decided, got {until!r}")
+    backend = backend_options(base_url, temperature, max_tokens, d["timeout"], audio_as)
+
+    def run_settings() -> RunSettings:  # after the plan: it carries the budget
+        return RunSettings(
+            concurrency=concurrency,
+            budget=budget,
+            batch_poll_s=batch_poll if batch else None,
+            retry_failed=retry_failed,
+        )
+
     if task == "videoqa":
         from avstack.tasks.videoqa.ablate import ablate as qa_ablate
         from avstack.tasks.videoqa.ablate import plan_qa_ablation, qa_stacks
@@ -110,13 +118,7 @@ def ablate(
                     prepared, questions, model, out, stacks, questions_format, prompt, detail, max_tokens, prices
                 )
             budget = bill_first(plan, out, dry_run, max_cost)
-        settings = RunSettings(
-            concurrency=concurrency,
-            budget=budget,
-            batch_poll_s=batch_poll if batch else None,
-            retry_failed=retry_failed,
-        )
-        backend = backend_options(base_url, temperature, max_tokens, d["timeout"], audio_as)
+        settings = run_settings()
         with user_errors():
             if until == "decided":
                 from avstack.tasks.videoqa.sequential import sequential_qa_ablate
@@ -156,13 +158,8 @@ def ablate(
                 model,
                 out,
                 drop,
-                RunSettings(
-                    concurrency=concurrency,
-                    budget=budget,
-                    batch_poll_s=batch_poll if batch else None,
-                    retry_failed=retry_failed,
-                ),
-                backend_options(base_url, temperature, max_tokens, d["timeout"], audio_as),
+                run_settings(),
+                backend,
                 EcogOptions(prompt_dir=prompt),
                 round_size,
                 precision=precision,
@@ -178,13 +175,8 @@ def ablate(
             out,
             drop,
             [v for v in variants.split(",") if v],
-            RunSettings(
-                concurrency=concurrency,
-                budget=budget,
-                batch_poll_s=batch_poll if batch else None,
-                retry_failed=retry_failed,
-            ),
-            backend_options(base_url, temperature, max_tokens, d["timeout"], audio_as),
+            run_settings(),
+            backend,
             options=EcogOptions(prompt_dir=prompt),
             subsets=subsets,
             cluster=cluster,

@@ -119,6 +119,15 @@ def defaults() -> dict[str, Any]:
     return DEFAULTS
 
 
+# options `run` and `ablate` share, declared once
+BatchOption = Annotated[
+    bool, typer.Option("--batch", help="Send through the provider's batch API (about half the price; resumable)")
+]
+BatchPollOption = Annotated[float, typer.Option(help="--batch: seconds between polls")]
+TemperatureOption = Annotated[float, typer.Option(help="Sampling temperature (recorded, part of the answer key)")]
+MaxTokensOption = Annotated[int, typer.Option(help="Longest answer in tokens (recorded, part of the answer key)")]
+
+
 def print_outcome(outcome: Any) -> None:
     typer.echo(outcome.summary)
     for note in outcome.notes:

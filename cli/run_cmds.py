@@ -17,6 +17,10 @@ from .common import (
     QUESTIONS_HELP,
     TS_HELP,
     WORDS_HELP,
+    BatchOption,
+    BatchPollOption,
+    MaxTokensOption,
+    TemperatureOption,
     app,
     backend_options,
     bill_first,
@@ -164,16 +168,14 @@ def run_cmd(
     max_side: Annotated[int, typer.Option(help="EgoGap downscale variant: longest side in px")] = 512,
     concurrency: Annotated[int, typer.Option(help="Requests in flight")] = 4,
     retries: Annotated[int, typer.Option(help="Retries on 429/5xx/timeouts")] = 5,
-    batch: Annotated[
-        bool, typer.Option("--batch", help="Send through the provider's batch API (about half the price; resumable)")
-    ] = False,
-    batch_poll: Annotated[float, typer.Option(help="--batch: seconds between polls")] = 30.0,
+    batch: BatchOption = False,
+    batch_poll: BatchPollOption = 30.0,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="ecog: only plan (requests, tokens, cost) into OUT/plan.json")
     ] = False,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server (or OPENAI_BASE_URL)")] = None,
-    temperature: Annotated[float, typer.Option()] = defaults()["temperature"],
-    max_tokens: Annotated[int, typer.Option()] = defaults()["max_tokens"],
+    temperature: TemperatureOption = defaults()["temperature"],
+    max_tokens: MaxTokensOption = defaults()["max_tokens"],
     timeout: Annotated[float, typer.Option(help="Seconds per request")] = defaults()["timeout"],
     audio_as: Annotated[str, typer.Option(help=AUDIO_AS_HELP)] = "input_audio",
     ts_format: Annotated[str, typer.Option(help=TS_HELP + " (ecog)")] = "ms",

@@ -6,7 +6,9 @@ our client would call and the real server does not have."""
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 # (method, path pattern) per API, from each API's own reference: OpenAI's API reference (chat,
 # models, files, batches); Gemini's REST reference (models.generateContent,
@@ -95,3 +97,25 @@ def page(items: list, query: str, id_key: str = "id", default_limit: int = 20) -
         "last_id": data[-1][id_key] if data else None,
         "has_more": start + limit < len(items),
     }
+
+
+def chat_completion(content: str, usage: dict, model: str = "x") -> dict:
+    """An OpenAI chat.completion body with one choice."""
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+        "usage": usage,
+    }
+
+
+@contextmanager
+def serving(handler: type) -> Iterator[str]:
+    """The handler on 127.0.0.1 (a free port) in a thread: its OpenAI base URL, until the block ends."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}/v1"
+    finally:
+        httpd.shutdown()

@@ -8,14 +8,13 @@ import base64
 import json
 import math
 import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 from avstack_cli.app import app
-from fake_http import JsonHandler
+from fake_http import JsonHandler, chat_completion, serving
 from typer.testing import CliRunner
 
 from avstack.io import write_wav_float
@@ -200,26 +199,16 @@ class Recording(JsonHandler):
         with self.lock:
             self.bodies.append(body)
         answer = {"selected_options": [], "point_list": []}
-        self.send_json(
-            200,
-            {
-                "id": "x",
-                "object": "chat.completion",
-                "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps(answer)}}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-            },
-        )
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        self.send_json(200, chat_completion(json.dumps(answer), usage, body["model"]))
 
 
 @pytest.fixture()
 def recording_server():
     pytest.importorskip("openai")
     Recording.bodies = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/v1"
-    httpd.shutdown()
+    with serving(Recording) as url:
+        yield url
 
 
 def _kind(body: dict) -> str:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import ThreadingHTTPServer
 
 import pytest
 from avstack_cli.app import app
-from fake_http import JsonHandler
+from fake_http import JsonHandler, chat_completion, serving
 from typer.testing import CliRunner
 
 from avstack.runs.runners.openai_compat import unsupported_input
@@ -37,23 +36,16 @@ class TextOnly(JsonHandler):
             self.send_json(500, {"error": {"code": 500, "message": LLAMA_NO_IMAGES, "type": "server_error"}})
             return
         answer = json.dumps({"selected_options": ["A"], "point_list": [{"point": [500, 500], "timestamp": 1000}]})
-        self.send_json(
-            200,
-            {
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}}],
-                "usage": {"prompt_tokens": 300, "completion_tokens": 20, "total_tokens": 320},
-            },
-        )
+        usage = {"prompt_tokens": 300, "completion_tokens": 20, "total_tokens": 320}
+        self.send_json(200, chat_completion(answer, usage))
 
 
 @pytest.fixture()
 def text_only():
     pytest.importorskip("openai")
     TextOnly.posts = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), TextOnly)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_port}/v1"
-    httpd.shutdown()
+    with serving(TextOnly) as url:
+        yield url
 
 
 def test_the_servers_words_name_the_input_it_cannot_take():
