@@ -155,6 +155,13 @@ def test_an_ablation_on_the_local_model_records_every_clip_and_refuses_what_it_c
         assert all(r["attempts"] == 0 for r in rows), rows[0]
 
 
+def test_a_model_path_that_is_not_there_is_named_in_the_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"none\.gguf: expected a GGUF file, found none"):
+        make_backend(f"hf:{tmp_path / 'none.gguf'}")
+    with pytest.raises(FileNotFoundError, match=r"/none: expected a model folder \(or a hub name\)"):
+        make_backend(f"hf:{tmp_path / 'none'}")
+
+
 @pytest.fixture(scope="module")
 def smollm2_gguf():
     import importlib.util

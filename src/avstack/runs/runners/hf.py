@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from avstack.prompting.messages import Request, Text, to_hf
+from avstack.prompting.messages import Request, flat_prompt, to_hf
 from avstack.runs.runners.base import DEFAULTS, Answer, BackendBase, MissingExtra, parts_of
 
 
@@ -30,6 +30,9 @@ class MissingTorchvision(ImportError):
 
 
 def _processor(transformers: Any, model: str) -> Any:
+    if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().is_dir():
+        # a path, not a hub name: say so before transformers takes it for a malformed repo id
+        raise FileNotFoundError(f"hf:{model}: expected a model folder (or a hub name), found no such folder")
     try:
         return transformers.AutoProcessor.from_pretrained(model)
     except AttributeError as e:
@@ -74,6 +77,26 @@ def turn_end_token(tokenizer: Any) -> int | None:
     return ids[0] if ids[0] in added else None
 
 
+def _gguf_text_model(transformers: Any, path: Path, dtype: Any) -> tuple[Any, Any, list[int]]:
+    """A GGUF file's tokenizer and model (dequantized by transformers), and the ids that end an
+    answer: the turn end its chat template writes, and the file's eos."""
+    if not path.is_file():
+        raise FileNotFoundError(f"hf:{path}: expected a GGUF file, found none")
+    for needed in ("gguf", "accelerate"):
+        try:
+            __import__(needed)
+        except ImportError:
+            raise MissingExtra("hf (a GGUF file)", "gguf", needed) from None
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, **_dtype_option(transformers, dtype)
+    )
+    end = turn_end_token(tokenizer)
+    if end is not None and end != tokenizer.eos_token_id:
+        tokenizer.eos_token = tokenizer.convert_ids_to_tokens(end)
+    return tokenizer, model, sorted({i for i in (end, tokenizer.eos_token_id) if i is not None})
+
+
 class HFLocal(BackendBase):
     name = "hf"
 
@@ -91,7 +114,7 @@ class HFLocal(BackendBase):
         self.text_only = model.lower().endswith(".gguf")
         self.stop_ids: list[int] = []
         if self.text_only:
-            self.processor, self.model = self._load_gguf(transformers, Path(model), dtype)
+            self.processor, self.model, self.stop_ids = _gguf_text_model(transformers, Path(model), dtype)
         else:
             self.processor = _processor(transformers, model)
             self.model = transformers.AutoModelForImageTextToText.from_pretrained(
@@ -100,24 +123,6 @@ class HFLocal(BackendBase):
         self.model.to(self.device).eval()
         self._torch = torch
         self._lock = threading.Lock()  # one GPU, one generate at a time
-
-    def _load_gguf(self, transformers: Any, path: Path, dtype: Any) -> tuple[Any, Any]:
-        if not path.is_file():
-            raise FileNotFoundError(f"hf:{path}: expected a GGUF file, found none")
-        for needed in ("gguf", "accelerate"):
-            try:
-                __import__(needed)
-            except ImportError:
-                raise MissingExtra("hf (a GGUF file)", "gguf", needed) from None
-        tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            path.parent, gguf_file=path.name, **_dtype_option(transformers, dtype)
-        )
-        end = turn_end_token(tokenizer)
-        if end is not None and end != tokenizer.eos_token_id:
-            tokenizer.eos_token = tokenizer.convert_ids_to_tokens(end)
-        self.stop_ids = sorted({i for i in (end, tokenizer.eos_token_id) if i is not None})
-        return tokenizer, model
 
     def settings(self) -> dict[str, Any]:
         return {
@@ -152,8 +157,8 @@ class HFLocal(BackendBase):
     def _messages(self, request: Request) -> list[dict[str, Any]]:
         if not self.text_only:
             return to_hf(request)
-        # a text model's template takes a string per turn; the parts are joined as flat_prompt does
-        user = "\n".join(p.text for p in request.parts if isinstance(p, Text))
+        # a text model's template takes a string per turn (refuses() let only text parts through)
+        user, _, _ = flat_prompt(request)
         system = [{"role": "system", "content": request.system}] if request.system else []
         return [*system, {"role": "user", "content": user}]
 
