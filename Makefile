@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RUN := $(BIN)/avstack
 
-.PHONY: setup test test-hf check bench demo docs clean llama-server
+.PHONY: setup test test-hf check bench bench-gpu gpu-kit demo docs clean llama-server
 
 $(BIN)/avstack: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -40,6 +40,15 @@ docs: setup
 bench: setup
 	$(BIN)/python benchmarks/perf.py
 	$(BIN)/python benchmarks/asr_timing.py
+
+# The GPU figures in one command (benchmarks/gpu.py -> benchmarks/gpu.json): on a machine with an
+# NVIDIA GPU and no registry, it joins and installs the kit that `make gpu-kit` made here (wheels,
+# Whisper weights, the 43 clips) and runs every GPU measurement within about 8 minutes
+bench-gpu:
+	bash benchmarks/gpu_env.sh $(GPU_ARGS)
+
+gpu-kit: setup
+	$(BIN)/python benchmarks/gpu_kit.py
 
 # The main job on the bundled sample data: prepare (frames + audio + ASR), then the
 # input-stack ablation with the offline `deixis` baseline, scored and reported.

@@ -3,8 +3,9 @@
 For each clip: PyAV decodes the video, keeps the first frame at or after each 0.5 s step (2 fps,
 by pts) and writes it as a JPEG (OpenCV, quality 90); PyAV decodes the audio resampled to 16 kHz
 mono; faster-whisper transcribes it with word timestamps (the model loaded once, CPU int8, its
-documented default for a CPU, all cores); the words go to one JSON file per clip. No cache, no
-alignment, no checks: what "PyAV frames + faster-whisper word timestamps" costs.
+documented default for a CPU, all cores; `--device cuda --compute-type float16` on a GPU); the words
+go to one JSON file per clip. No cache, no alignment, no checks: what "PyAV frames + faster-whisper
+word timestamps" costs.
 
     python benchmarks/handwritten.py CLIPS_DIR OUT_DIR [--model tiny.en]
 """
@@ -59,12 +60,14 @@ def main() -> None:
     ap.add_argument("clips", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--model", default="tiny.en")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda (the GPU pipeline: float16)")
+    ap.add_argument("--compute-type", default="int8", help="faster-whisper's documented default: int8 on a CPU")
     args = ap.parse_args()
     from faster_whisper import WhisperModel
 
     from avstack.asr.models import resolve_model  # only to find the offline weights on disk
 
-    model = WhisperModel(resolve_model(args.model), device="cpu", compute_type="int8")
+    model = WhisperModel(resolve_model(args.model), device=args.device, compute_type=args.compute_type)
     for path in sorted(p for p in args.clips.iterdir() if p.suffix.lower() in (".mp4", ".mov", ".mkv")):
         out = args.out / path.stem
         out.mkdir(parents=True, exist_ok=True)

@@ -105,6 +105,24 @@ def cpu_dispatch(model_path: str, compute_type: str) -> dict[str, str]:
     return found
 
 
+@lru_cache(maxsize=1)
+def gpu_identity() -> str:
+    """The GPU and driver a CUDA transcription ran on (nvidia-smi's first device), e.g.
+    "NVIDIA H200, driver 580.159.04": float16 kernels and their sums differ between GPU kinds
+    and cuBLAS releases, so the words of one GPU kind are never taken for another's."""
+    try:
+        proc = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        name, driver = (x.strip() for x in proc.stdout.splitlines()[0].split(",")[:2])
+        return f"{name}, driver {driver}"
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return "unknown"
+
+
 MACHINE_FIELDS = ("cpu", "isa", "mkl", "gemm_s8", "sgemm")  # what the CPU dispatch put in a record
 
 
@@ -122,6 +140,8 @@ def runtime(model_path: str, device: str, compute_type: str, threads: int) -> di
     if device == "cpu":
         out["cpu"] = _cpu_identity()["model"]
         out |= {k: v for k, v in cpu_dispatch(model_path, compute_type).items() if k != "compute"}
+    elif device == "cuda":
+        out["gpu"] = gpu_identity()
     out["machine_independent"] = device == "cpu" and compute_type == REPRODUCIBLE_CPU_COMPUTE
     return out
 
