@@ -443,7 +443,6 @@ def prepare_section(b: Bench, inputs: Inputs, tmp: Path) -> None:
             out = tmp / f"prep-{side}-{w}"
             walls[(side, w)] = run_prepare(b, inputs, out, [*extra, "--workers", str(w)])
             meta = json.loads((out / "prepare.json").read_text())
-            b.save()
             b.result["prepare"].append(
                 {
                     "where": f"{side}: {' '.join(extra)}",
@@ -453,6 +452,7 @@ def prepare_section(b: Bench, inputs: Inputs, tmp: Path) -> None:
                 }
                 | {"plan": meta.get("plan"), "profile": meta.get("profile")}
             )
+            b.save()
     hand = handwritten(b, inputs, tmp / "hand", compute)
     for row in b.result["prepare"]:
         wall, cpu = row["wall_s"], walls.get(("cpu", row["workers"]))
