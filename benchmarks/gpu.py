@@ -432,11 +432,15 @@ def manifest_words(out: Path) -> dict[str, tuple[list[str], list[tuple[int, int]
 
 def prepare_section(b: Bench, inputs: Inputs, tmp: Path) -> None:
     workers = (1,) if b.args.quick else (1, 2, 4)
+    cpu_workers = b.args.cpu_workers or workers
     compute = GPU_COMPUTES[0] if b.args.device == "cuda" else CPU_STAND_IN[0]
     runs = {"device": ["--device", b.args.device, "--asr-compute", compute], "cpu": ["--device", "cpu"]}
     walls: dict[tuple[str, int], float] = {}
+    b.result["prepare"] = []
     for w in workers:
         for side, extra in runs.items():
+            if side == "cpu" and w not in cpu_workers:
+                continue
             if b.left() < 20:
                 b.result["skipped"][f"prepare {side} {w}"] = "out of budget"
                 continue
@@ -520,6 +524,24 @@ def ray_section(b: Bench, inputs: Inputs, tmp: Path) -> None:
 # ------------------------------------------------------------------------------------------ main
 
 
+def merge_earlier(b: Bench, earlier: dict[str, Any], only: list[str]) -> None:
+    """Keep an earlier run's sections that this run does not measure again (its rows, errors and
+    times), so a second call on a lent machine fills in what the first missed. Each row says
+    which run it came from (`meta.runs`)."""
+    owned = {"asr_short": ("asr_rtf:short", "words_vs_cpu"), "asr_long": ("asr_rtf:long",)}
+    again = {k for name in only for k in owned.get(name, (name,))}
+    for key in ("asr_rtf", "words_vs_cpu", "prepare", "real_speech", "ray"):
+        rows = earlier.get(key)
+        if key == "asr_rtf":
+            b.result[key] = [r for r in rows or [] if f"asr_rtf:{r.get('set')}" not in again]
+        elif key not in again and rows:
+            b.result[key] = rows
+    b.result["errors"] = {k: v for k, v in earlier.get("errors", {}).items() if k not in only}
+    runs = earlier.get("meta", {}).get("runs", [earlier.get("meta", {}).get("started")])
+    b.result["meta"]["runs"] = [*runs, b.result["meta"]["started"]]
+    b.result["meta"]["section_s"] = {k: v for k, v in earlier.get("meta", {}).get("section_s", {}).items()}
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
@@ -527,6 +549,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--data", type=Path, default=None, help="benchmarks/gpu_kit.py's data folder")
     ap.add_argument("--out", type=Path, action="append", default=None, help="JSON to write (repeatable)")
     ap.add_argument("--budget-s", type=float, default=450.0, help="no section starts past this (seconds)")
+    ap.add_argument("--only", default="", help="comma list of sections to run (default: all)")
+    ap.add_argument("--merge", type=Path, default=None, help="an earlier gpu.json whose other sections are kept")
+    ap.add_argument(
+        "--cpu-workers", type=lambda t: tuple(int(x) for x in t.split(",")), default=(), help="CPU prepares (1,2,4)"
+    )
     args = ap.parse_args(argv)
     args.out = args.out or [Path(__file__).with_name("gpu.json")]
     return args
@@ -543,6 +570,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "reference": f"cpu {REFERENCE}",
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    b.result["meta"]["runs"] = [b.result["meta"]["started"]]
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         os.environ.setdefault("AVSTACK_CACHE", str(tmp / "cache"))
@@ -551,12 +579,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         b.result["meta"] |= {"clips": len(inputs.clips), "audio_s": round(inputs.seconds, 1)}
         b.result["meta"]["models"] = list(inputs.models)
         b.result["versions"] = versions()
-        b.section("device", lambda: b.result["device"].update(device_info(args, inputs)))
-        b.section("asr_short", lambda: short_asr(b, inputs, computes), 60)
-        b.section("prepare", lambda: prepare_section(b, inputs, tmp), 60)
-        b.section("real_speech", lambda: real_speech(b, inputs, computes), 20)
-        b.section("asr_long", lambda: long_asr(b, inputs, computes), 20)
-        b.section("ray", lambda: ray_section(b, inputs, tmp), 40)
+        sections: list[tuple[str, Callable[[], None], float]] = [
+            ("device", lambda: b.result["device"].update(device_info(args, inputs)), 0),
+            ("prepare", lambda: prepare_section(b, inputs, tmp), 60),
+            ("asr_short", lambda: short_asr(b, inputs, computes), 60),
+            ("real_speech", lambda: real_speech(b, inputs, computes), 20),
+            ("asr_long", lambda: long_asr(b, inputs, computes), 20),
+            ("ray", lambda: ray_section(b, inputs, tmp), 40),
+        ]
+        only = [x for x in args.only.split(",") if x]
+        if args.merge is not None:
+            merge_earlier(b, json.loads(args.merge.read_text()), only)
+        for name, fn, needs in sections:
+            if not only or name in only or name == "device":
+                b.section(name, fn, needs)
     print(json.dumps({k: b.result[k] for k in ("errors", "skipped")}, indent=1))
     print(f"wrote {', '.join(map(str, args.out))} in {b.result['meta']['wall_s']} s")
     return b.result

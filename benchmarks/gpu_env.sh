@@ -75,5 +75,9 @@ fi
 
 OUTS=(--out benchmarks/gpu.json)
 [ -n "${OUT:-}" ] && OUTS+=(--out "$OUT/gpu.json")
+# CTranslate2's wheel carries no machine code for every GPU kind (an H200 compiles its PTX at the
+# first call: about 20 s); the driver keeps the result in ~/.nv/ComputeCache, its default 256 MB
+# too small to keep all of it between processes
+export CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-4294967296}
 export PYTHONUNBUFFERED=1
 exec "$PY" benchmarks/gpu.py --device "$DEVICE" "${DATA[@]}" "${OUTS[@]}" "$@"

@@ -300,6 +300,12 @@ def in_processes(n: int) -> Iterator[None]:
         pool.shutdown(cancel_futures=True)
 
 
+def pooled() -> int:
+    """How many aligner processes `align` uses now (0: it aligns in this process)."""
+    pool = _pool
+    return pool._max_workers if pool is not None else 0  # noqa: SLF001 - the pool's own size
+
+
 def _start_worker(parent_pid: int) -> None:
     from avstack.lifeline import tie_to_parent
 

@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -75,9 +76,19 @@ def _parse_dispatch(log: str) -> dict[str, str]:
     return out
 
 
+_PROBING = threading.Lock()
+
+
 @lru_cache(maxsize=8)
 def cpu_dispatch(model_path: str, compute_type: str) -> dict[str, str]:
-    """CTranslate2's CPU dispatch on this machine (cached on disk per machine kind)."""
+    """CTranslate2's CPU dispatch on this machine (cached on disk per machine kind). One probe at
+    a time: clips transcribed side by side on threads asked it at once, and two threads' files
+    of one name crossed (FileNotFoundError on the second rename, seen on 16 cores)."""
+    with _PROBING:
+        return _cpu_dispatch(model_path, compute_type)
+
+
+def _cpu_dispatch(model_path: str, compute_type: str) -> dict[str, str]:
     ident = {"ct2": _version("ctranslate2"), "cpu": _cpu_identity(), "env": _ct2_env(), "compute": compute_type}
     key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir() / "ct2-dispatch" / f"{key}.json"
@@ -99,7 +110,7 @@ def cpu_dispatch(model_path: str, compute_type: str) -> dict[str, str]:
         found = _parse_dispatch("")
     if "unknown" not in found.values():
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(found, sort_keys=True))
         os.replace(tmp, path)
     return found

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -238,8 +239,15 @@ def transcribe_batch(
         nearest = min(int(np.searchsorted(starts, seg.start + 1e-3, side="right")) - 1, len(todo) - 1)
         k = found if found is not None else nearest
         words[k].extend(_segment_words(seg, float(starts[k]), dropped[k]))
-    for k, i in enumerate(todo):
-        out[i] = finish_transcript(words[k], dropped[k], lang, clips[i], s)
+
+    # each clip's guards and alignment on its own audio: side by side where the aligner has
+    # processes (asr.acoustic.in_processes), the same result as one after another
+    def finish(k: int) -> Transcript:
+        return finish_transcript(words[k], dropped[k], lang, clips[todo[k]], s)
+
+    with ThreadPoolExecutor(max(1, min(acoustic.pooled(), len(todo)))) as pool:
+        for k, tr in enumerate(pool.map(finish, range(len(todo)))):
+            out[todo[k]] = tr
     return [t for t in out if t is not None]
 
 

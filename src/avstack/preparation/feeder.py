@@ -47,12 +47,18 @@ class AsrFeeder:
         parallel = 1 if mode == "batched" else cores()
         self.aligners = ExitStack()
         if parallel > 1:
-            from avstack.asr import acoustic
             from avstack.asr.models import set_replicas
 
             set_replicas(parallel)
+        # the acoustic aligner in processes, one per core: in a GPU batch too, where the clips'
+        # alignment (CPU) had run one after another on this thread while the GPU waited for the
+        # next batch (43 short clips on an H200: 13 s of alignment in a 17-19 s prepare, whatever
+        # the workers; benchmarks/gpu.py)
+        if cores() > 1:
+            from avstack.asr import acoustic
+
             if self.s.asr_aligner in ("auto", "acoustic") and acoustic.available():
-                self.aligners.enter_context(acoustic.in_processes(parallel))
+                self.aligners.enter_context(acoustic.in_processes(cores()))
         self.pool = ThreadPoolExecutor(parallel)
         self.futures: list[Future[None]] = []
 
