@@ -435,11 +435,13 @@ def prepare_section(b: Bench, inputs: Inputs, tmp: Path) -> None:
     cpu_workers = b.args.cpu_workers or workers
     compute = GPU_COMPUTES[0] if b.args.device == "cuda" else CPU_STAND_IN[0]
     runs = {"device": ["--device", b.args.device, "--asr-compute", compute], "cpu": ["--device", "cpu"]}
+    if not b.args.quick:  # each clip alone on the device: the CPU's words (batched decodes otherwise)
+        runs["device-single"] = [*runs["device"], "--asr-mode", "single"]
     walls: dict[tuple[str, int], float] = {}
     b.result["prepare"] = []
     for w in workers:
         for side, extra in runs.items():
-            if side == "cpu" and w not in cpu_workers:
+            if (side == "cpu" and w not in cpu_workers) or (side == "device-single" and w != max(workers)):
                 continue
             if b.left() < 20:
                 b.result["skipped"][f"prepare {side} {w}"] = "out of budget"

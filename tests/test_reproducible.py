@@ -104,6 +104,24 @@ def test_batched_word_times_do_not_depend_on_the_batch():
             assert abs(x.prob - y.prob) < 0.05 and abs(x.prob - z.prob) < 0.05
 
 
+def test_a_batch_aligned_side_by_side_gives_the_words_aligned_one_by_one():
+    """A GPU batch's clips are aligned in the aligner processes side by side (prepare's feeder;
+    on an H200 their alignment one after another was most of the batched ASR's time): every word,
+    edge, probability and timing note is the same as aligned here one clip after another."""
+    from avstack.asr import acoustic
+
+    if not acoustic.available():
+        pytest.skip("the acoustic aligner (pocketsphinx) is not installed")
+    s = AsrSettings(language="en")
+    clips = [_audio(n) for n in ("l2_pick.mp4", "l3_left.mp4", "l4_place_pick.mp4", "l1_point.mp4")]
+    here = transcribe_batch(clips, s)
+    with acoustic.in_processes(2):
+        assert acoustic.pooled() == 2
+        pooled = transcribe_batch(clips, s)
+    assert [t.words for t in here] == [t.words for t in pooled] and any(t.words for t in here)
+    assert [t.timing for t in here] == [t.timing for t in pooled]
+
+
 def test_a_clip_that_kills_its_worker_is_recorded_and_the_rest_prepared_once(tmp_path, monkeypatch):
     poison = SAMPLES / "指令2" / "l2_pick.mp4"
     monkeypatch.setenv("AVSTACK_TEST_SEGFAULT", str(poison))

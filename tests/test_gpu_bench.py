@@ -1,0 +1,93 @@
+"""benchmarks/gpu.py runs on a CPU too (`--device cpu --quick`), with the keys of the GPU run that is
+committed (benchmarks/gpu.json, measured on a lent H200), so the script cannot rot between the
+sessions that get a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from avstack.asr.types import AsrSettings, Transcript, Word
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _gpu_module():
+    spec = importlib.util.spec_from_file_location("gpu_bench", BENCH / "gpu.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _transcript(*words: tuple[str, int, int]) -> Transcript:
+    return Transcript("m", "en", tuple(Word(t, b, e, 1.0) for t, b, e in words), AsrSettings(), (), {})
+
+
+def test_compare_words_by_hand():
+    """Two clips: the first the same text with edges 0, 10, 30 and 0 ms apart; the second
+    different text (left out of the edge figures)."""
+    gpu = _gpu_module()
+    got = [_transcript(("put", 100, 310), ("this", 330, 500)), _transcript(("pick", 0, 200))]
+    ref = [_transcript(("put", 100, 300), ("this", 300, 500)), _transcript(("put", 0, 200))]
+    out = gpu.compare_words(got, ref)
+    assert out["identical_text"] == 1 and out["identical_text_share"] == 0.5
+    assert out["edges_compared"] == 4
+    assert out["edge_diff_median_ms"] == 5.0  # of 0, 10, 30, 0
+    assert out["edge_diff_max_ms"] == 30
+    assert out["differing"] == [{"device": "pick", "cpu": "put"}]
+
+
+def _keys(result: dict) -> dict[str, set[str]]:
+    """The top-level keys and, per list section, the keys its rows carry."""
+    out = {"": set(result)}
+    for key in ("asr_rtf", "words_vs_cpu", "real_speech"):
+        out[key] = {k for row in result[key] for k in row}
+    return out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("faster_whisper") is None, reason="faster-whisper is not installed")
+def test_cpu_quick_has_every_key(tmp_path):
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "gpu.py"), "--device", "cpu", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["errors"] == {}, result["errors"]
+    committed = json.loads((BENCH / "gpu.json").read_text())
+    mine, theirs = _keys(result), _keys(committed)
+    assert mine[""] == theirs[""]
+    for key in ("asr_rtf", "words_vs_cpu"):
+        assert mine[key] == theirs[key], key
+    # the ASR speed: per clip, batched, the transcriber alone, and the long file
+    modes = {(r["set"], r["mode"], r["aligner"]) for r in result["asr_rtf"]}
+    assert {("short", "per_clip", "auto"), ("short", "batched", "auto"), ("short", "per_clip", "none")} <= modes
+    assert {("long", "sequential", "none"), ("long", "batched", "faster-whisper")} <= modes
+    for r in result["asr_rtf"]:
+        assert r["x_realtime"] == pytest.approx(r["audio_s"] / r["wall_s"], rel=0.02, abs=0.1)
+    assert result["meta"]["clips"] >= 6 and result["asr_rtf"][0]["audio_s"] > 20
+    for r in result["words_vs_cpu"]:
+        assert r["clips"] == result["meta"]["clips"] and 0 <= r["identical_text_share"] <= 1
+    # prepare on the device and the CPU, and the hand-written pipeline, in the same run
+    sides = {r["side"] for r in result["prepare"]}
+    assert {"device", "cpu", "hand", "words"} <= sides
+    cpu = next(r for r in result["prepare"] if r["side"] == "cpu")
+    assert cpu["ratio_to_cpu"] == 1.0 and cpu["ratio_to_handwritten"] > 0
+    assert cpu["profile"]["stages"], "each prepare's profile is kept"
+    words = next(r for r in result["prepare"] if r["side"] == "words")
+    assert set(words["asr_records_by_device"]) - {"?"} == {"cpu"}  # "?": the silent sample, no ASR run
+    # real speech and Ray: measured, or skipped with the reason
+    assert result["real_speech"] or "real_speech" in result["skipped"]
+    assert result["ray"] or "ray" in result["skipped"]
+    if result["ray"]:
+        assert result["ray"]["asr_on_device"] == result["ray"]["clips"]
