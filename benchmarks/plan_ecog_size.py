@@ -2,7 +2,7 @@
 
 An EcoG-sized synthetic prepared folder: the bundled sample set prepared once, its seven records
 repeated to 811 clips (each copy with frames of its own, hard links to the same pictures upscaled
-to 1920 x 1080, so no two clips ask the same request), then `plan_ablation` for the paper's
+to 1920 x 1080, so no two clips ask the same request), then the ablation's plan for the paper's
 frame-based stacks (full, without frame timestamps, without word timing) on a model:
 
     python benchmarks/plan_ecog_size.py --model openai:gpt-4o
@@ -22,8 +22,9 @@ from pathlib import Path
 import cv2
 
 from avstack.prompting.stacks import make_stack
+from avstack.runs.ablation import plan_stacks
 from avstack.runs.plan import plan_table
-from avstack.tasks.ecog.ablate import plan_ablation
+from avstack.tasks.ecog.task import EcogAblation
 
 CLIPS = 811
 SIZE = (1920, 1080)
@@ -75,7 +76,7 @@ def main() -> None:
             subprocess.run([*cmd, "--out", str(prepared), "--lang", "en"], check=True, capture_output=True)
         folder = ecog_sized(prepared, tmp / "ecog811")
         stacks = [make_stack("full"), make_stack("full", ["frame_ts"]), make_stack("full", ["word_ts"])]
-        plan = plan_ablation(folder, args.model, tmp / "plan", stacks)
+        plan = plan_stacks(EcogAblation(folder), stacks, args.model, tmp / "plan")
     print(plan_table(plan))
     args.json.write_text(json.dumps(plan, indent=1, ensure_ascii=False) + "\n")
 

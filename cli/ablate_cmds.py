@@ -1,5 +1,6 @@
-"""`avstack ablate`: the input-stack ablation end to end (EcoG, videoqa): run each stack, score
-each, write the Δ table and the report; it parses options and calls the task's ablate."""
+"""`avstack ablate`: the input-stack ablation end to end, for any task with one: the options parsed
+into one record (avstack.runs.ablation.AblationSpec) and handed, with the task from the registry, to
+the one ablation engine; an option the task cannot honour exits 2 naming it."""
 
 from __future__ import annotations
 
@@ -87,104 +88,43 @@ def ablate(
     ] = False,
 ) -> None:
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
+    from avstack.runs import ablation as engine
     from avstack.runs.engine import RunSettings
-    from avstack.tasks.ecog.ablate import ablate as run_ablate
-    from avstack.tasks.ecog.prompt import EcogOptions
+    from avstack.runs.runners import make_backend
+    from avstack.tasks import TaskInputs, get_task
 
-    d = defaults()
-    budget, plan = None, None
-    if until not in ("all", "decided"):
-        fail(f"--until: expected all or decided, got {until!r}")
-    backend = backend_options(base_url, temperature, max_tokens, d["timeout"], audio_as)
-
-    def run_settings() -> RunSettings:  # after the plan: it carries the budget
-        return RunSettings(
-            concurrency=concurrency,
-            budget=budget,
-            batch_poll_s=batch_poll if batch else None,
-            retry_failed=retry_failed,
-        )
-
-    if task == "videoqa":
-        from avstack.tasks.videoqa.ablate import ablate as qa_ablate
-        from avstack.tasks.videoqa.ablate import plan_qa_ablation, qa_stacks
-
-        if questions is None:
-            fail("--task videoqa needs --questions FILE")
-        if dry_run or max_cost is not None:
-            with user_errors():
-                stacks = qa_stacks(variant, drop, subsets, ts_format.split(",")[0])
-                plan = plan_qa_ablation(
-                    prepared, questions, model, out, stacks, questions_format, prompt, detail, max_tokens, prices
-                )
-            budget = bill_first(plan, out, dry_run, max_cost)
-        settings = run_settings()
-        with user_errors():
-            if until == "decided":
-                from avstack.tasks.videoqa.sequential import sequential_qa_ablate
-
-                report = sequential_qa_ablate(
-                    prepared, questions, model, out, drop, variant, settings, backend, questions_format, prompt,
-                    round_size, precision=precision, seed=seed,
-                )  # fmt: skip
-                typer.echo(report.summary)
-                typer.echo(f"full report: {report.path}")
-                return
-            report = qa_ablate(
-                prepared, questions, model, out, drop, variant, settings, backend, questions_format, prompt, subsets,
-                ts_format.split(",")[0],
-            )  # fmt: skip
-        typer.echo(report.summary)
-        typer.echo(f"full report: {report.path}")
-        return
-    if dry_run or max_cost is not None:
-        from avstack.tasks.ecog.ablate import plan_ablation, stacks_to_run
-
-        formats = [f.strip() for f in ts_format.split(",") if f.strip()]
-        with user_errors():
-            stacks = stacks_to_run(
-                drop, [v for v in variants.split(",") if v], subsets, formats, word_ts_format, variant
-            )
-            plan = plan_ablation(
-                prepared, model, out, stacks, EcogOptions(prompt_dir=prompt), detail, max_tokens, prices
-            )
-        budget = bill_first(plan, out, dry_run, max_cost)
-    if until == "decided":
-        from avstack.tasks.ecog.sequential import sequential_ablate
-
-        with user_errors():
-            report = sequential_ablate(
-                prepared,
-                model,
-                out,
-                drop,
-                run_settings(),
-                backend,
-                EcogOptions(prompt_dir=prompt),
-                round_size,
-                precision=precision,
-                seed=seed,
-            )
-        typer.echo(report.summary)
-        typer.echo(f"full report: {report.path}")
-        return
     with user_errors():
-        report = run_ablate(
-            prepared,
-            model,
-            out,
-            drop,
-            [v for v in variants.split(",") if v],
-            run_settings(),
-            backend,
-            options=EcogOptions(prompt_dir=prompt),
-            subsets=subsets,
-            cluster=cluster,
-            ts_formats=[f.strip() for f in ts_format.split(",") if f.strip()],
-            word_ts_format=word_ts_format,
-            bill=plan,
+        spec = engine.AblationSpec(
+            drops=tuple(dict.fromkeys(drop)),
+            variants=tuple(v.strip() for v in variants.split(",") if v.strip()),
             baseline=variant,
+            subsets=subsets,
+            ts_formats=tuple(f.strip() for f in ts_format.split(",") if f.strip()),
+            word_ts_format=word_ts_format,
+            cluster=cluster,
+            until=until,
+            round_size=round_size,
+            precision=precision,
+            seed=seed,
         )
+        chosen = get_task(task)
+        if chosen.ablation is None:
+            fail(f"--task {task} has no ablation")
+        inputs = TaskInputs(questions=questions, questions_format=questions_format, prompt=prompt)
+        target = chosen.ablation(prepared, inputs)
+        engine.refused(target, spec)
+    budget, bill = None, None
+    if dry_run or max_cost is not None:
+        with user_errors():
+            bill = engine.plan(target, spec, model, out, detail, max_tokens, prices)
+        budget = bill_first(bill, out, dry_run, max_cost)
+    backend = backend_options(base_url, temperature, max_tokens, defaults()["timeout"], audio_as)
+    settings = RunSettings(
+        concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None, retry_failed=retry_failed
+    )
+    with user_errors():
+        runner = engine.StackRunner(make_backend(model, chosen.baselines, **backend), model, out / "cache", settings)
+        report = engine.ablate(target, spec, runner, out, bill)
     typer.echo(report.summary)
     typer.echo(f"full report: {report.path}")
     exit_on_failures(report.failed)

@@ -171,7 +171,10 @@ def run_cmd(
     batch: BatchOption = False,
     batch_poll: BatchPollOption = 30.0,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="ecog: only plan (requests, tokens, cost) into OUT/plan.json")
+        bool, typer.Option("--dry-run", help="Only plan (requests, tokens, cost) into OUT/plan.json")
+    ] = False,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Ask again the items whose request failed (refused, 4xx, no answer)")
     ] = False,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server (or OPENAI_BASE_URL)")] = None,
     temperature: TemperatureOption = defaults()["temperature"],
@@ -189,18 +192,17 @@ def run_cmd(
     from avstack.tasks import RunJob, get_task
 
     if dry_run:
-        if task != "ecog" or prepared is None:
-            fail("--dry-run plans ecog runs of a prepared folder so far (issue #36)")
         from avstack.prompting.stacks import make_stack
-        from avstack.tasks.ecog.ablate import plan_ablation
-        from avstack.tasks.ecog.prompt import EcogOptions
+        from avstack.runs.ablation import plan_stacks
+        from avstack.tasks import TaskInputs
 
         with user_errors():
+            chosen = get_task(task)
+            if chosen.ablation is None or prepared is None:
+                fail(f"--dry-run plans runs over a prepared folder; --task {task} has none to plan")
+            target = chosen.ablation(prepared, TaskInputs(questions, questions_format, prompt))
             stack = make_stack(variant, drop, ts_format, word_ts_format)
-            ecog = EcogOptions(prompt_dir=prompt)
-            bill_first(
-                plan_ablation(prepared, model, out, [stack], ecog, max_output_tokens=max_tokens), out, True, None
-            )
+            bill_first(plan_stacks(target, [stack], model, out, max_output_tokens=max_tokens), out, True, None)
 
     args = {
         "prepared": prepared,
@@ -224,7 +226,12 @@ def run_cmd(
         job = RunJob(
             model,
             out,
-            RunSettings(concurrency=concurrency, retries=retries, batch_poll_s=batch_poll if batch else None),
+            RunSettings(
+                concurrency=concurrency,
+                retries=retries,
+                batch_poll_s=batch_poll if batch else None,
+                retry_failed=retry_failed,
+            ),
             backend_options(base_url, temperature, max_tokens, timeout, audio_as),
             args,
             progress,

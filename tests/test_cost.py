@@ -17,7 +17,7 @@ from fake_http import JsonHandler
 from typer.testing import CliRunner
 
 from avstack.runs import cost
-from avstack.tasks.ecog.ablate import stacks_to_run
+from avstack.runs.ablation import AblationSpec, stacks_to_run
 from avstack.tasks.ecog.runs import requests_for
 
 
@@ -64,7 +64,7 @@ def test_dry_run_plans_every_image_and_sends_nothing(prepared, tmp_path):
     plan = json.loads((out / "plan.json").read_text())
     assert sorted(p.name for p in out.iterdir()) == ["plan.json"]  # no run folder: nothing was asked
     # the same requests, counted here independently: every image's size from OpenCV, the tile rule
-    for stack in stacks_to_run(["word_ts"], [], False, ["ms"], "json"):
+    for stack in stacks_to_run(AblationSpec(("word_ts",))):
         reqs = [req for _, req in requests_for(prepared, stack)[0]]
         images = [req.path_of(p) for req in reqs for p in req.parts if type(p).__name__ == "Image"]
         sizes = [cv2.imread(str(p)).shape[:2] for p in images]

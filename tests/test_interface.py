@@ -22,11 +22,11 @@ from avstack.manifest import load_manifest
 from avstack.prompting.messages import Audio, Image, Request, Text, to_gemini, to_hf, to_openai
 from avstack.prompting.sound import clip_sound
 from avstack.prompting.stacks import INTERFACE, interface_pairs, make_stack
+from avstack.runs.ablation import AblationSpec, stacks_to_run
 from avstack.runs.cost import audio_tokens, wav_duration_ms
 from avstack.runs.engine import REFUSED, RunSettings, WorkItem, run_items
 from avstack.runs.plan import plan_requests
 from avstack.runs.runners import Answer, BackendBase
-from avstack.tasks.ecog.ablate import stacks_to_run
 from avstack.tasks.ecog.prompt import build_request
 from avstack.tasks.ecog.runs import requests_for
 
@@ -170,11 +170,11 @@ def test_the_plan_counts_audio_tokens_by_each_providers_rule(tmp_path):
 
 
 def test_drop_applies_to_every_variant_that_has_the_cue_and_the_interface_pairs():
-    names = [s.name for s in stacks_to_run(["word_ts", "frame_ts"], ["text", "omni", "video_asr"], False, None, "json")]
+    names = [s.name for s in stacks_to_run(AblationSpec(("word_ts", "frame_ts"), ("text", "omni", "video_asr")))]
     assert names[:3] == ["full", "full-no_word_ts", "full-no_frame_ts"]
     assert {"text-no_word_ts", "omni-no_frame_ts", "video_asr-no_word_ts"} <= set(names)
     assert "omni-no_word_ts" not in names and "text-no_frame_ts" not in names  # cues they do not have
-    baseline = [s.name for s in stacks_to_run(["word_ts"], [], False, None, "json", baseline="text")]
+    baseline = [s.name for s in stacks_to_run(AblationSpec(("word_ts",), baseline="text"))]
     assert baseline == ["text", "text-no_word_ts"]
     # the 2x2: four pairs that differ in one factor, never the diagonal
     pairs = interface_pairs(INTERFACE)

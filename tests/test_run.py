@@ -8,10 +8,10 @@ from avstack_cli.app import app
 from fake_http import JsonHandler
 from typer.testing import CliRunner
 
+from avstack.api import ablate
 from avstack.prompting.stacks import make_stack
 from avstack.runs.engine import RunSettings
 from avstack.tasks import backend_for
-from avstack.tasks.ecog.ablate import ablate
 from avstack.tasks.ecog.report import write_report
 from avstack.tasks.ecog.runs import load_run, run, score_run
 

@@ -262,3 +262,32 @@ __all__ = [
     "stack",
     "transcribe",
 ]
+
+
+def ablate(
+    prepared: PathLike,
+    model: str,
+    out: PathLike,
+    drops: Sequence[str] = (),
+    variants: Sequence[str] = (),
+    *,
+    task: str = "ecog",
+    questions: PathLike | None = None,
+    backend_options: dict[str, Any] | None = None,
+    settings: Any = None,
+    **spec: Any,
+) -> Any:
+    """The input-stack ablation of any registered task (avstack.runs.ablation): `drops` and
+    `variants`, and any other AblationSpec field by keyword (subsets, ts_formats, until, ...);
+    returns the written Report (`.failed` names the stacks whose requests failed)."""
+    from avstack.runs import ablation as engine
+    from avstack.runs.runners import make_backend
+    from avstack.tasks import TaskInputs, get_task
+
+    chosen = get_task(task)
+    if chosen.ablation is None:
+        raise ValueError(f"task {task!r} has no ablation")
+    target = chosen.ablation(Path(prepared), TaskInputs(Path(questions) if questions else None))
+    full = engine.AblationSpec(drops=tuple(drops), variants=tuple(variants), **spec)
+    backend = make_backend(model, chosen.baselines, **(backend_options or {}))
+    return engine.ablate(target, full, engine.StackRunner(backend, model, Path(out) / "cache", settings), out)

@@ -141,6 +141,13 @@ class WorkItem:
 Parser = Callable[[str, WorkItem], tuple[dict[str, Any], str | None]]
 
 
+def cause_of(error: str) -> str:
+    """A request failure as one cause shared by the items it hit: the message without the item's
+    own ids and numbers past the status, cut to 160 characters."""
+    text = re.sub(r"\b(req|chatcmpl|id)[-_][\w-]+", "…", str(error))
+    return text[:160]
+
+
 def failed_request(rec: dict[str, Any]) -> bool:
     """A recorded outcome with no answer: the request failed (refused, a 4xx, an input problem)."""
     return rec.get("raw") is None and bool(rec.get("error"))

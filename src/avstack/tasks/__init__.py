@@ -57,6 +57,25 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class TaskInputs:
+    """What a task reads beside the prepared folder, as the command line gave it; a task refuses
+    what it does not take (naming it), never ignores it."""
+
+    questions: Path | None = None
+    questions_format: str = "auto"
+    prompt: Path | None = None
+
+    def given(self) -> list[str]:
+        return [name for name, on in (("questions", self.questions is not None),) if on]
+
+
+def refuse_inputs(task: str, inputs: TaskInputs, takes: Sequence[str]) -> None:
+    extra = [n for n in inputs.given() if n not in takes]
+    if extra:
+        raise ValueError(f"--task {task} takes no {', '.join('--' + n for n in extra)}")
+
+
+@dataclass(frozen=True)
 class Task:
     """What a benchmark provides."""
 
@@ -67,6 +86,9 @@ class Task:
     run: Callable[[RunJob], Outcome]  # run a model and score it
     score: Callable[[Path, Path], Outcome]  # (ground truth file, predictions file) -> scores
     report: Callable[[list[Path], Path, str | None], Report]  # run folders (first = baseline), out, cluster
+    # the task as the ablation engine sees it (avstack.runs.ablation.AblationTask), for a prepared
+    # folder and the task's inputs; None: the task has no ablation
+    ablation: Callable[[Path, TaskInputs], Any] | None = None
 
 
 def too_many_missing(missing: int, total: int) -> str | None:
@@ -77,6 +99,18 @@ def too_many_missing(missing: int, total: int) -> str | None:
             "(EcoG runs and `ecog gt` use the folder-relative clip id, e.g. 指令3/clip.mp4)"
         )
     return None
+
+
+def failed_items(failed: int, total: int, causes: Mapping[str, int] | None = None) -> tuple[str, ...]:
+    """The note a run prints when some of its items got no answer (a request failed, an input could
+    not be read): a failed item is no zero of the model's, and the command exits non-zero."""
+    if not failed:
+        return ()
+    why = "; ".join(f"{n}x {c}" for c, n in (causes or {}).items())
+    return (
+        f"error: {failed} of {total} items failed{': ' + why if why else ''}; they have no answer, and their"
+        " zeros are not the model's. Ask only those again: rerun the same command with --retry-failed",
+    )
 
 
 def get_task(name: str) -> Task:

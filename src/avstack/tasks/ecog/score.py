@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from avstack.runs.engine import cause_of
 from avstack.tasks.ecog.data import GtClip
 from avstack.tasks.ecog.metrics import METRICS, ClipScore, score_clip
 
@@ -98,15 +99,6 @@ def answer_counts(scored: list[ScoredClip]) -> dict[str, Any]:
         "request_failures": failed,
         "causes": dict(sorted(causes.items(), key=lambda kv: -kv[1])),
     }
-
-
-def cause_of(error: str) -> str:
-    """A request failure as one cause shared by the clips it hit: the message without the clip's
-    own ids and numbers past the status, cut to 160 characters."""
-    import re
-
-    text = re.sub(r"\b(req|chatcmpl|id)[-_][\w-]+", "…", str(error))
-    return text[:160]
 
 
 def aggregate(scored: list[ScoredClip]) -> dict[str, float]:

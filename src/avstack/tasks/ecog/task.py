@@ -2,20 +2,65 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from avstack.analysis.tables import Report
 from avstack.io import DataError, read_predictions
-from avstack.prompting.stacks import make_stack
+from avstack.prompting.messages import Request
+from avstack.prompting.stacks import Stack, interface_pairs, make_stack
+from avstack.runs.ablation import Scored, StackRunner
 from avstack.runs.runners import make_backend
-from avstack.tasks import Outcome, RunJob, Task, too_many_missing
+from avstack.tasks import Outcome, RunJob, Task, TaskInputs, failed_items, refuse_inputs, too_many_missing
 from avstack.tasks.ecog.baselines import BASELINES
 from avstack.tasks.ecog.data import load_gt
 from avstack.tasks.ecog.layout import ecog_layout
+from avstack.tasks.ecog.metrics import METRICS
 from avstack.tasks.ecog.prompt import EcogOptions
-from avstack.tasks.ecog.report import summary_table, write_report
-from avstack.tasks.ecog.runs import load_run, prompt_of, run, score_and_write
+from avstack.tasks.ecog.report import interface_section, item_tables, summary_table, write_report
+from avstack.tasks.ecog.runs import load_run, prompt_of, prompt_record, requests_for, run, score_and_write
 from avstack.tasks.ecog.score import score
+
+EVERY_OPTION = frozenset({"variants", "subsets", "cluster", "ts_format", "word_ts_format", "until"})
+
+
+@dataclass(frozen=True)
+class EcogAblation:
+    """EcoG-Bench as the ablation engine sees it: its clips, their requests, runs and scores."""
+
+    prepared: Path
+    options: EcogOptions = EcogOptions()
+    name: str = "ecog"
+    metrics: tuple[str, ...] = tuple(METRICS)
+    honours: frozenset[str] = EVERY_OPTION
+
+    def items(self) -> list[str]:
+        return [r.clip_id for r, _ in requests_for(self.prepared, make_stack("full"), self.options)[0]]
+
+    def requests(self, stack: Stack) -> list[Request]:
+        return [req for _, req in requests_for(self.prepared, stack, self.options)[0]]
+
+    def run(self, stack: Stack, run_dir: Path, runner: StackRunner, only: set[str] | None) -> None:
+        b = runner
+        run(self.prepared, b.backend, stack, run_dir, b.settings, self.options, b.cache_dir, b.model, b.progress, only)
+
+    def score(self, stack: Stack, run_dir: Path, only: set[str] | None) -> Scored:
+        scored = score_and_write(run_dir, self.prepared, only)
+        return Scored(stack, run_dir, item_tables([scored])[0].rows, scored)
+
+    def report(
+        self, scored: list[Scored], out: Path, cluster: str | None, only: set[str] | None
+    ) -> tuple[Report, list[str]]:
+        runs = [s.native for s in scored]
+        sha = prompt_record(self.options)["sha256"]
+        report = write_report(runs, out, cluster, {r[0]: sha for r in runs})
+        cells = {s.stack.variant: s.native for s in scored if not s.stack.dropped and s.stack.name == s.stack.variant}
+        return report, interface_section(cells, interface_pairs(cells), out, cluster)
+
+
+def ablation(prepared: Path, inputs: TaskInputs) -> EcogAblation:
+    refuse_inputs("ecog", inputs, ())
+    return EcogAblation(Path(prepared), EcogOptions(prompt_dir=inputs.prompt))
 
 
 def run_job(job: RunJob) -> Outcome:
@@ -29,7 +74,9 @@ def run_job(job: RunJob) -> Outcome:
     backend = make_backend(job.model, BASELINES, **job.backend_options)
     run(a["prepared"], backend, stack, job.out, job.settings, options, None, job.model, job.progress)
     _, _, js = score_and_write(job.out, a["prepared"])
-    return Outcome(summary_table(js), result=js)
+    answers = js.get("answers") or {}
+    notes = failed_items(answers.get("request_failures", 0), answers.get("clips", 0), answers.get("causes"))
+    return Outcome(summary_table(js), notes, bool(notes), result=js)
 
 
 def score_files(gt: Path, pred: Path) -> Outcome:
@@ -60,4 +107,5 @@ TASK = Task(
     run=run_job,
     score=score_files,
     report=report,
+    ablation=ablation,
 )

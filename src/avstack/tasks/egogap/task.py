@@ -6,8 +6,9 @@ from pathlib import Path
 
 from avstack.analysis.tables import Report, markdown_table
 from avstack.io import read_predictions
+from avstack.runs.engine import cause_of
 from avstack.runs.runners import make_backend
-from avstack.tasks import Outcome, RunJob, Task, too_many_missing
+from avstack.tasks import Outcome, RunJob, Task, failed_items, too_many_missing
 from avstack.tasks.egogap.baselines import BASELINES
 from avstack.tasks.egogap.data import load_bundles
 from avstack.tasks.egogap.report import load_egogap_run, score_rows, write_egogap_report
@@ -31,11 +32,13 @@ def run_job(job: RunJob) -> Outcome:
     backend = make_backend(job.model, BASELINES, **job.backend_options)
     run_egogap(a["bundles"], backend, stack, job.out, a.get("images"), job.settings, job.model, progress=job.progress)
     result = score_egogap_run(job.out)
-    notes: tuple[str, ...] = ()
-    failed = [i for i in result["items"] if str(i["error"] or "").startswith("failed: input")]
-    if failed:
-        notes = (f"{len(failed)} items had input errors (see predictions.jsonl), e.g. {failed[0]['error']}",)
-    return Outcome(markdown_table(*score_rows([(job.model, stack.name, result)])), notes, result=result)
+    failed = [str(i["error"]) for i in result["items"] if str(i["error"] or "").startswith("failed")]
+    causes: dict[str, int] = {}
+    for error in failed:
+        cause = cause_of(error.removeprefix("failed: "))
+        causes[cause] = causes.get(cause, 0) + 1
+    notes = failed_items(len(failed), len(result["items"]), causes)
+    return Outcome(markdown_table(*score_rows([(job.model, stack.name, result)])), notes, bool(notes), result=result)
 
 
 def score_files(bundles: Path, pred: Path) -> Outcome:

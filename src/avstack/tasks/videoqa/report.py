@@ -8,7 +8,8 @@ from typing import Any
 
 from avstack.analysis.compare import ItemTable, compare_runs, csv_rows, fmt_delta, plot_deltas
 from avstack.analysis.tables import Report, markdown_table, write_markdown
-from avstack.io import read_json_file, write_csv_atomic
+from avstack.io import read_json_file, read_predictions, write_csv_atomic
+from avstack.runs.ablation import request_failures
 from avstack.tasks.videoqa.runs import score_run
 from avstack.tasks.videoqa.score import THRESHOLDS
 
@@ -20,10 +21,10 @@ def label_of(run_dir: Path) -> str:
     return f"{meta.get('backend')} {meta.get('stack')}"
 
 
-def tables(run_dir: Path, result: dict[str, Any]) -> tuple[ItemTable, ItemTable]:
+def tables(label: str, result: dict[str, Any]) -> tuple[ItemTable, ItemTable]:
     """Per-item tables: every item with `correct` (grouped by kind), and the grounding items with
     their IoU metrics."""
-    label, rows = label_of(run_dir), result["per_item"]
+    rows = result["per_item"]
     grounding = {i: r for i, r in rows.items() if r["kind"] == "grounding"}
     return ItemTable(label, rows), ItemTable(label, grounding)
 
@@ -63,16 +64,38 @@ def score_rows(labelled: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], l
     return head, body
 
 
+def failures(run_dir: Path, result: dict[str, Any]) -> dict[str, Any] | None:
+    """A run's request failures over its scored questions (clips, request_failures, causes), or None."""
+    if not result["counts"]["failed"]:
+        return None
+    return request_failures(read_predictions(run_dir / "predictions.jsonl"), set(result["per_item"]), "id")
+
+
 def write_report(runs: list[Path], out: Path, cluster: str | None = None, only: set[str] | None = None) -> Report:
-    """The report of run folders (the first the baseline), over every question or those in `only`."""
+    """The report of run folders (the first the baseline), over every question or those in `only`.
+    A run whose requests failed is marked in every table, and named in `Report.failed`."""
     results = [score_run(r, only) for r in runs]
-    labelled = [(label_of(r), res) for r, res in zip(runs, results)]
+    failed = {label_of(r): f for r, res in zip(runs, results) if (f := failures(r, res))}
+    labels = [
+        f"{label_of(r)} [FAILED: {failed[label_of(r)]['request_failures']} of {failed[label_of(r)]['clips']} requests]"
+        if label_of(r) in failed
+        else label_of(r)
+        for r in runs
+    ]
+    labelled = list(zip(labels, results))
     out.mkdir(parents=True, exist_ok=True)
     head, body = score_rows(labelled)
     top = ["# videoqa report", "", markdown_table(head, body), ""]
+    if failed:
+        listed = "; ".join(f"`{k}`: {v['request_failures']} of {v['clips']}" for k, v in failed.items())
+        top += [
+            f"**Request failures**: {listed}. Those questions have no answer; their zeros are not the model's."
+            " Retry only them: rerun the same command with `--retry-failed`.",
+            "",
+        ]
     lines: list[str] = []
     if len(runs) > 1:
-        pairs = [tables(r, res) for r, res in zip(runs, results)]
+        pairs = [tables(label, res) for label, res in labelled]
         groups = [
             c
             for c in ("kind", "duration", "domain", "task_type")
@@ -93,4 +116,5 @@ def write_report(runs: list[Path], out: Path, cluster: str | None = None, only: 
             " each group; `correct` is accuracy (R@0.5 for grounding questions).",
             "",
         ]
-    return write_markdown(out, top, lines)
+    report = write_markdown(out, top, lines)
+    return Report(report.summary, report.text, report.path, failed)

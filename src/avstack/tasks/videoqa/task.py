@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from avstack.analysis.tables import Report, markdown_table
 from avstack.io import read_predictions
-from avstack.prompting.stacks import make_stack
+from avstack.prompting.messages import Request
+from avstack.prompting.stacks import Stack, make_stack
+from avstack.runs.ablation import Scored, StackRunner
 from avstack.runs.runners import make_backend
-from avstack.tasks import Outcome, RunJob, Task, too_many_missing
+from avstack.tasks import Outcome, RunJob, Task, TaskInputs, failed_items, refuse_inputs, too_many_missing
 from avstack.tasks.videoqa.baselines import BASELINES
 from avstack.tasks.videoqa.data import load_questions
 from avstack.tasks.videoqa.report import score_rows, write_report
-from avstack.tasks.videoqa.runs import run, score_run
+from avstack.tasks.videoqa.runs import joined, run, score_run, work_items
 from avstack.tasks.videoqa.score import score
 
 NEEDS = (
@@ -44,8 +47,52 @@ def run_job(job: RunJob) -> Outcome:
     )
     result = score_run(job.out)
     head, body = score_rows([(f"{job.model} {stack.name}", result)])
-    notes = tuple(f"  QUESTION ERROR {e}" for e in errors)
-    return Outcome(markdown_table(head, body), notes, result={k: v for k, v in result.items() if k != "per_item"})
+    c = result["counts"]
+    failed = failed_items(c["failed"], c["items"])
+    notes = tuple(f"  QUESTION ERROR {e}" for e in errors) + failed
+    js = {k: v for k, v in result.items() if k != "per_item"}
+    return Outcome(markdown_table(head, body), notes, bool(failed), result=js)
+
+
+@dataclass(frozen=True)
+class QaAblation:
+    """Video questions as the ablation engine sees them: per question `correct` (accuracy; R@0.5
+    for grounding)."""
+
+    prepared: Path
+    questions: Path
+    questions_format: str = "auto"
+    prompt_dir: Path | None = None
+    name: str = "videoqa"
+    metrics: tuple[str, ...] = ("correct",)
+    honours: frozenset[str] = frozenset({"variants", "subsets", "cluster", "ts_format", "word_ts_format", "until"})
+
+    def items(self) -> list[str]:
+        return [it.id for it, rec in joined(self.prepared, self.questions, self.questions_format)[0] if rec and rec.ok]
+
+    def requests(self, stack: Stack) -> list[Request]:
+        pairs, _ = joined(self.prepared, self.questions, self.questions_format)
+        return [w.request for w in work_items(pairs, stack, self.prepared, self.prompt_dir) if w.request is not None]
+
+    def run(self, stack: Stack, run_dir: Path, runner: StackRunner, only: set[str] | None) -> None:
+        b = runner
+        args = (self.questions_format, self.prompt_dir, b.cache_dir, b.model, b.progress, only)
+        run(self.prepared, self.questions, b.backend, stack, run_dir, b.settings, *args)
+
+    def score(self, stack: Stack, run_dir: Path, only: set[str] | None) -> Scored:
+        return Scored(stack, run_dir, score_run(run_dir, only)["per_item"])
+
+    def report(
+        self, scored: list[Scored], out: Path, cluster: str | None, only: set[str] | None
+    ) -> tuple[Report, list[str]]:
+        return write_report([s.run_dir for s in scored], out, cluster, only), []
+
+
+def ablation(prepared: Path, inputs: TaskInputs) -> QaAblation:
+    if inputs.questions is None:
+        raise ValueError(NEEDS)
+    refuse_inputs("videoqa", inputs, ("questions",))
+    return QaAblation(Path(prepared), inputs.questions, inputs.questions_format, inputs.prompt)
 
 
 def score_files(questions: Path, pred: Path) -> Outcome:
@@ -72,4 +119,5 @@ TASK = Task(
     run=run_job,
     score=score_files,
     report=report,
+    ablation=ablation,
 )

@@ -1,0 +1,333 @@
+"""The input-stack ablation, once for every task: which stacks to run, the plan and its bill,
+running them (resumable, one answer cache shared by the stacks), sequential rounds
+(`until="decided"`), each cue's Shapley value, the report, and the stacks whose requests failed.
+
+A task supplies only what is its own (`AblationTask`): its items, the requests of one stack (for
+the plan), how to run and score one stack, and its report (with any sections of its own, EcoG's
+interface 2x2 say). Options travel as one record (`AblationSpec`); an option a task cannot carry
+out is refused before anything runs (`refused`), never dropped. The engine knows no benchmark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from avstack.analysis.compare import ItemTable, check_same_items
+from avstack.analysis.sequential import ask_until_decided, stop_record, stop_section
+from avstack.analysis.stats import paired_bootstrap_ci, shapley_per_item
+from avstack.analysis.tables import Report, markdown_table
+from avstack.io import Progress, atomic_write, write_csv_atomic, write_json_atomic
+from avstack.prompting.messages import Request
+from avstack.prompting.stacks import VARIANTS, Stack, Subset, make_stack, subset_stacks
+from avstack.runs.engine import RunSettings
+from avstack.runs.plan import plan_requests, usage_section, write_plan
+from avstack.runs.runners import Backend
+
+UNTIL = ("all", "decided")
+
+
+@dataclass(frozen=True)
+class AblationSpec:
+    """What an ablation compares and how far it asks: the same meaning on every task."""
+
+    drops: tuple[str, ...] = ()
+    variants: tuple[str, ...] = ()  # other variants beside the baseline (each with its drops)
+    baseline: str = "full"
+    subsets: bool = False  # every subset of the drops, and each cue's Shapley value
+    ts_formats: tuple[str, ...] = ("ms",)  # the baseline's stacks in each frame-time format
+    word_ts_format: str = "json"
+    cluster: str | None = None  # bootstrap whole clusters in the paired deltas
+    until: str = "all"  # all: every item; decided: rounds until every contrast is decided
+    round_size: int | None = None
+    precision: float | None = None
+    seed: int = 0
+    alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.until not in UNTIL:
+            raise ValueError(f"until: expected all or decided, got {self.until!r}")
+        if not self.ts_formats:
+            raise ValueError("ts_formats: expected at least one frame-time format")
+        bad = [v for v in (self.baseline, *self.variants) if v not in VARIANTS]
+        if bad:
+            raise ValueError(f"variant: expected one of {', '.join(VARIANTS)}, got {', '.join(map(repr, bad))}")
+        if self.until == "decided" and not (self.drops or self.variants):
+            raise ValueError("--until decided needs at least one --drop or variant: there is no contrast to decide")
+
+    def asks_for(self) -> list[str]:
+        """The options this spec sets away from their defaults (what a task must be able to do)."""
+        wanted = {
+            "variants": bool(self.variants),
+            "subsets": self.subsets,
+            "cluster": self.cluster is not None,
+            "ts_format": self.ts_formats != ("ms",),
+            "word_ts_format": self.word_ts_format != "json",
+            "until": self.until != "all",
+        }
+        return [name for name, on in wanted.items() if on]
+
+
+@dataclass(frozen=True)
+class StackRunner:
+    """The engine's part of running one stack, the same for every task."""
+
+    backend: Backend
+    model: str
+    cache_dir: Path
+    settings: RunSettings | None = None
+    progress: Progress | None = None
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One stack's run, scored over the items asked: per item its metrics (for the cue values and
+    the sequential contrasts), its request failures, and whatever the task keeps for its report."""
+
+    stack: Stack
+    run_dir: Path
+    per_item: Mapping[str, Mapping[str, Any]]
+    native: Any = None
+
+
+class AblationTask(Protocol):
+    """What a benchmark supplies to be ablated."""
+
+    name: str
+    metrics: Sequence[str]  # per-item metrics: each cue's value on each; the first decides sequential rounds
+    honours: frozenset[str]  # AblationSpec.asks_for names this task carries out
+
+    def items(self) -> list[str]: ...
+
+    def requests(self, stack: Stack) -> list[Request]: ...
+
+    def run(self, stack: Stack, run_dir: Path, runner: StackRunner, only: set[str] | None) -> None: ...
+
+    def score(self, stack: Stack, run_dir: Path, only: set[str] | None) -> Scored: ...
+
+    def report(
+        self, scored: list[Scored], out: Path, cluster: str | None, only: set[str] | None
+    ) -> tuple[Report, list[str]]:
+        """The task's report of the scored stacks (the first the baseline), and sections of its own
+        the ablation adds after the cue values (EcoG's interface 2x2)."""
+        ...
+
+
+class UnsupportedOption(ValueError):
+    """An option the task cannot carry out (the command line exits 2 naming it)."""
+
+
+def refused(task: AblationTask, spec: AblationSpec) -> None:
+    missing = [o for o in spec.asks_for() if o not in task.honours]
+    if missing:
+        raise UnsupportedOption(
+            f"--task {task.name} cannot honour {', '.join('--' + o.replace('_', '-') for o in missing)}: "
+            f"it takes {', '.join('--' + o.replace('_', '-') for o in sorted(task.honours)) or 'none of the options'}"
+        )
+
+
+# ------------------------------------------------------------------------------------ the stacks
+
+
+def has_cue(variant: str, cue: str) -> bool:
+    """Does `variant` carry `cue`, so that dropping it makes another stack?"""
+    return cue in VARIANTS.get(variant, frozenset())
+
+
+def ablation_stacks(spec: AblationSpec) -> list[Stack]:
+    """The baseline variant first, then it minus each drop, then each other variant and it minus
+    each drop it has (`--drop word_ts` also gives `text-no_word_ts`); with several time formats,
+    the baseline's stacks in each format (the first format's baseline is the report's)."""
+    base, formats, words = spec.baseline, list(spec.ts_formats), spec.word_ts_format
+    stacks = [make_stack(base, [], f, words) for f in formats]
+    stacks += [make_stack(base, [d], f, words) for d in spec.drops if has_cue(base, d) for f in formats]
+    for v in spec.variants:
+        if v == base:
+            continue
+        stacks.append(make_stack(v, [], formats[0], words))
+        stacks += [make_stack(v, [d], formats[0], words) for d in spec.drops if has_cue(v, d)]
+    return list(dict.fromkeys(stacks))
+
+
+def subset_plan(spec: AblationSpec) -> list[Subset]:
+    return subset_stacks(list(dict.fromkeys(spec.drops)), spec.baseline) if spec.subsets else []
+
+
+def stacks_to_run(spec: AblationSpec) -> list[Stack]:
+    """The stacks an ablation runs, in order (the baseline first)."""
+    if not spec.subsets:
+        return ablation_stacks(spec)
+    stacks = [s.stack for s in subset_plan(spec) if s.same_as is None]
+    stacks += [make_stack(v) for v in spec.variants if v != spec.baseline]
+    return list(dict.fromkeys(stacks))
+
+
+# ------------------------------------------------------------------------------------ plan and run
+
+
+def plan_stacks(
+    task: AblationTask,
+    stacks: Sequence[Stack],
+    model: str,
+    out: str | Path,
+    detail: str = "high",
+    max_output_tokens: int = 512,
+    prices_file: Path | None = None,
+) -> dict[str, Any]:
+    """What running `stacks` would ask and cost (avstack.runs.plan), written to out/plan.json; nothing sent."""
+    requests = {stack.name: task.requests(stack) for stack in stacks}
+    bill = plan_requests(requests, model, model, Path(out) / "cache", detail, max_output_tokens, prices_file)
+    write_plan(bill, Path(out))
+    return bill
+
+
+def plan(
+    task: AblationTask,
+    spec: AblationSpec,
+    model: str,
+    out: str | Path,
+    detail: str = "high",
+    max_output_tokens: int = 512,
+    prices_file: Path | None = None,
+) -> dict[str, Any]:
+    """What the ablation would ask and cost, written to out/plan.json; nothing sent."""
+    refused(task, spec)
+    return plan_stacks(task, stacks_to_run(spec), model, out, detail, max_output_tokens, prices_file)
+
+
+def ablate(
+    task: AblationTask,
+    spec: AblationSpec,
+    runner: StackRunner,
+    out: str | Path,
+    bill: dict[str, Any] | None = None,
+) -> Report:
+    """Run every stack into out/<stack>/ (every item, or rounds until decided), score each once,
+    write out/report.md: the task's report, the cue values, the sequential stop, the plan beside
+    the usage the servers reported. `Report.failed` names the stacks whose requests failed."""
+    refused(task, spec)
+    out = Path(out)
+    stacks = stacks_to_run(spec)
+    bill = bill or plan(task, spec, runner.model, out)
+    only: set[str] | None = None
+    stop: dict[str, Any] | None = None
+    if spec.until == "decided":
+        asked, stop = _ask_until_decided(task, spec, runner, out, stacks)
+        only = set(asked)
+    else:
+        for stack in stacks:  # an existing run folder resumes: nothing answered is asked again
+            task.run(stack, out / stack.name, runner, None)
+    scored = [task.score(s, out / s.name, only) for s in stacks]
+    report, own = task.report(scored, out, spec.cluster, only)
+    sections = (cue_section(task, spec, scored, out) if spec.subsets else []) + own
+    joined = "\n".join(sections)
+    stopped = stop_section(stop) if stop else ""
+    usage = usage_section(bill, {s.name: out / s.name / "predictions.jsonl" for s in stacks})
+    text = report.text + joined + stopped + usage
+    atomic_write(report.path, text.encode())
+    summary = report.summary + (joined + "\n" if sections else "") + stopped
+    return Report(summary, text, report.path, report.failed)
+
+
+def _ask_until_decided(
+    task: AblationTask, spec: AblationSpec, runner: StackRunner, out: Path, stacks: list[Stack]
+) -> tuple[list[str], dict[str, Any]]:
+    """Items in a seeded random order, in rounds, until every contrast (the baseline against each
+    other stack) is decided; every stack's run folder holds the same items at each stop."""
+    metric = task.metrics[0]
+
+    def ask(asked: list[str]) -> list[list[float]]:
+        for stack in stacks:
+            task.run(stack, out / stack.name, runner, set(asked))
+        rows = [task.score(s, out / s.name, set(asked)).per_item for s in stacks]
+        return [[float(rows[0][i][metric]) - float(other[i][metric]) for i in asked] for other in rows[1:]]
+
+    asked, decision = ask_until_decided(task.items(), spec.round_size, ask, spec.alpha, spec.precision, spec.seed)
+    names = [s.name for s in stacks]
+    stop = stop_record(
+        decision, names, len(stacks), spec.round_size, spec.alpha, spec.precision, spec.seed, metric, "items"
+    )
+    write_json_atomic(out / "sequential.json", stop)
+    return asked, stop
+
+
+# ------------------------------------------------------------------------------------ cue values
+
+
+def cue_section(task: AblationTask, spec: AblationSpec, scored: list[Scored], out: Path) -> list[str]:
+    """Each cue's exact Shapley value over the subsets (and the frame_ts x word_ts interaction) on
+    every metric, with a paired bootstrap CI (one seed: the same resampled items for every subset)."""
+    cues = list(dict.fromkeys(spec.drops))
+    subsets = subset_plan(spec)
+    by_stack = {s.stack: s.per_item for s in scored}
+    tables = {s.present: by_stack[s.stack] for s in subsets}
+    base = tables[frozenset(cues)]
+    ids = sorted(base)
+    for s in subsets:  # paired over the same items, else refused naming the runs
+        check_same_items(ItemTable(s.stack.name, dict(tables[s.present])), ItemTable("full", dict(base)))
+    rows_out, csv = [], [["cue", "metric", "shapley", "ci_low", "ci_high", "n"]]
+    for m in task.metrics:
+        values = {k: np.array([float(t[i][m]) for i in ids]) for k, t in tables.items()}
+        effects = shapley_per_item(cues, values)
+        if {"frame_ts", "word_ts"} <= set(cues):
+            full = frozenset(cues)
+            effects["frame_ts x word_ts"] = (
+                values[full]
+                - values[full - {"frame_ts"}]
+                - values[full - {"word_ts"}]
+                + values[full - {"frame_ts", "word_ts"}]
+            )
+        for cue, per_item in effects.items():
+            lo, hi = paired_bootstrap_ci(per_item)
+            mean = 100 * float(per_item.mean())
+            rows_out.append([cue, m, f"{mean:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"])
+            csv.append([cue, m, f"{mean:.6g}", f"{100 * lo:.6g}", f"{100 * hi:.6g}", str(len(ids))])
+    write_csv_atomic(out / "shapley.csv", csv)
+    same = [f"`{' + '.join(sorted(s.present))}` = `{s.same_as}`" for s in subsets if s.same_as]
+    by_cue: dict[str, list[str]] = {}
+    for cue, _metric, cell in rows_out:
+        by_cue.setdefault(cue, []).append(cell)
+    table = markdown_table(["cue", *task.metrics], [[cue, *cells] for cue, cells in by_cue.items()])
+    note = (
+        "Impossible subsets (a cue kept without the cue it lives in) are the requests of a possible one and reuse"
+        " its run: " + "; ".join(same) + "."
+    )
+    return [
+        f"## What each cue is worth (exact Shapley over {len(subsets)} subsets of {', '.join(cues)})",
+        "",
+        table,
+        "",
+        "Points of each metric that each cue adds, averaged over every order of adding the cues (exact),"
+        " with a 95% bootstrap CI (10,000 resamples of the items, the same for every subset);"
+        " `frame_ts x word_ts`: v(both) - v(no frame_ts) - v(no word_ts) + v(neither), the others present.",
+        "",
+        *([note, ""] if same else []),
+    ]
+
+
+# ------------------------------------------------------------------------------------ failures
+
+
+def request_failures(predictions: Sequence[Mapping[str, Any]], ids: set[str], id_field: str) -> dict[str, Any]:
+    """How many of the items got an answer, and the requests that failed (refused, 4xx, no answer, an
+    input that could not be read), with their causes: a stack that got no answer is no model that
+    scored zero. Last line per item wins, as in the engine."""
+    from avstack.runs.engine import cause_of, failed_request
+
+    last = {str(p.get(id_field)): p for p in predictions if str(p.get(id_field)) in ids}
+    causes: dict[str, int] = {}
+    for rec in last.values():
+        if failed_request(rec):
+            cause = cause_of(str(rec.get("error")))
+            causes[cause] = causes.get(cause, 0) + 1
+    failed = sum(causes.values())
+    return {
+        "clips": len(ids),
+        "answered": len(last) - failed,
+        "request_failures": failed,
+        "causes": dict(sorted(causes.items(), key=lambda kv: -kv[1])),
+    }
