@@ -1,0 +1,108 @@
+"""One ablation for every task (avstack.runs.ablation): the same options mean the same on every
+task or are refused naming the option; a stack whose requests failed exits non-zero naming it, in
+every mode; `run` exits non-zero when items failed, on every task."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from avstack_cli.app import app
+from conftest import shared_path
+from fake_http import JsonHandler, serving
+from typer.testing import CliRunner
+
+from avstack.manifest import load_manifest
+from avstack.runs.ablation import AblationSpec, UnsupportedOption, refused, stacks_to_run
+
+
+class Refusing(JsonHandler):
+    """An OpenAI-protocol server that refuses every chat completion with a 400 (final: never
+    retried), keeping each request body it was sent."""
+
+    bodies: list[dict] = []
+    lock = threading.Lock()
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with Refusing.lock:
+            Refusing.bodies.append(body)
+        error = {"message": "this test server answers nothing", "type": "invalid_request_error"}
+        self.send_json(400, {"error": error})
+
+
+@pytest.fixture()
+def questions(prepared, tmp_path) -> Path:
+    """One multiple-choice question per prepared sample clip."""
+    path = tmp_path / "qa.jsonl"
+    rows = [
+        {"id": f"q{i}", "video": r.video, "question": "What is pointed at?", "options": ["A. cup", "B. book"]}
+        | {"answer": "A"}
+        for i, r in enumerate(r for r in load_manifest(prepared) if r.ok)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _ablate(prepared: Path, questions: Path, url: str, out: Path, *extra: str):
+    args = ["ablate", str(prepared), "--task", "videoqa", "--questions", str(questions), "--model", "openai:gpt-4o"]
+    args += ["--base-url", url, "--drop", "frame_ts", "--variants", "omni", "--out", str(out), *extra]
+    return CliRunner().invoke(app, args)
+
+
+@pytest.mark.parametrize("until", ["all", "decided"])
+def test_videoqa_failed_stacks_exit_nonzero_and_omni_runs(prepared, questions, tmp_path, until):
+    Refusing.bodies = []
+    with serving(Refusing) as url:
+        res = _ablate(prepared, questions, url, tmp_path / "out", "--until", until)
+    assert res.exit_code == 1, res.output
+    stacks = ["full", "full-no_frame_ts", "omni", "omni-no_frame_ts"]
+    assert all((tmp_path / "out" / s).is_dir() for s in stacks)  # --variants omni was run, not dropped
+    for s in stacks:
+        assert f"openai:gpt-4o {s}: " in res.output and "requests failed" in res.output
+    assert "--retry-failed" in res.output
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "omni [FAILED:" in report and "Request failures" in report
+    # the omni requests carried the clip's sound; the frame stacks none
+    with_audio = [b for b in Refusing.bodies if "input_audio" in json.dumps(b)]
+    assert with_audio and len(with_audio) < len(Refusing.bodies)
+    if until == "decided":
+        stop = json.loads((tmp_path / "out" / "sequential.json").read_text())
+        assert set(stop["contrasts"]) == {f"full - {s}" for s in stacks[1:]}  # variants ride in the rounds too
+
+
+def test_an_option_a_task_cannot_honour_is_refused_naming_it():
+    class Narrow:
+        name, metrics, honours = "narrow", ("correct",), frozenset({"variants"})
+
+    with pytest.raises(UnsupportedOption, match=r"--task narrow cannot honour --cluster, --until"):
+        refused(Narrow(), AblationSpec(("word_ts",), cluster="scene", until="decided"))  # type: ignore[arg-type]
+    refused(Narrow(), AblationSpec(("word_ts",), ("omni",)))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="variant: expected one of"):
+        AblationSpec(("word_ts",), ("omnii",))
+    with pytest.raises(ValueError, match="--until decided needs"):
+        AblationSpec(until="decided")
+
+
+def test_time_formats_and_variants_give_the_same_stacks_on_every_task():
+    spec = AblationSpec(("frame_ts",), ("omni",), ts_formats=("ms", "index"))
+    names = [s.name for s in stacks_to_run(spec)]
+    assert names == ["full", "full@index", "full-no_frame_ts", "full-no_frame_ts@index", "omni", "omni-no_frame_ts"]
+
+
+def test_a_task_without_an_ablation_or_with_inputs_it_does_not_take_exits_2(prepared, questions, tmp_path):
+    res = CliRunner().invoke(app, ["ablate", str(prepared), "--task", "egogap", "--model", "chance", "-o", "x"])
+    assert res.exit_code == 2 and "has no ablation" in res.output
+    args = ["ablate", str(prepared), "--questions", str(questions), "--model", "chance", "-o", str(tmp_path / "o")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and "--task ecog takes no --questions" in res.output
+
+
+def test_egogap_run_with_a_wrong_image_folder_exits_nonzero(tmp_path):
+    bundles = shared_path("egogapbench", "wikimedia_default.bundles.jsonl")
+    args = ["run", "--task", "egogap", "--bundles", str(bundles), "--images", str(tmp_path / "nowhere")]
+    res = CliRunner().invoke(app, [*args, "--model", "chance", "--out", str(tmp_path / "run")])
+    assert res.exit_code == 1, res.output
+    assert "107 of 107 items failed" in res.output and "--retry-failed" in res.output
