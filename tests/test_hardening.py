@@ -108,7 +108,7 @@ def test_1_an_echoed_key_reaches_no_file_and_no_console(echo_server, tmp_path):
     env = {"OPENAI_API_KEY": SECRET}
     out = tmp_path / "run"
     res = _cli("run", str(prep), "--model", "openai:m", "--base-url", url, "--out", str(out), "--retries", "1", env=env)
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 1 and "1 of 7 items failed" in res.stderr, res.stderr  # the 500 clip: a failed item
     assert SECRET not in res.stdout + res.stderr
     preds = {p["video_name"]: p for p in map(json.loads, (out / "predictions.jsonl").read_text().splitlines())}
     assert "boom for Bearer ***" in preds[clips[0]]["error"]  # the echo is kept, the key is not
@@ -263,7 +263,7 @@ def test_5_manifest_paths_that_leave_the_prepared_folder_are_refused(prepared, t
     (dst / "manifest.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
     out = tmp_path / "run"
     res = CliRunner().invoke(app, ["run", str(dst), "--model", "oracle", "--out", str(out)])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1 and "2 of 7 items failed" in res.output and "escapes" in res.output, res.output
     preds = {p["video_name"]: p for p in map(json.loads, (out / "predictions.jsonl").read_text().splitlines())}
     assert "escapes" in preds[recs[0]["clip_id"]]["error"] and "escapes" in preds[recs[1]["clip_id"]]["error"]
     assert sum(p["error"] is None for p in preds.values()) == 5  # the others go on
@@ -524,7 +524,7 @@ def test_10_two_clean_prepares_write_identical_manifests(sample_root, tmp_path):
 def test_11_smaller_things(sample_root, tmp_path):
     from test_egogap import _bundles, _images
 
-    # the EgoGap input-error note prints
+    # the EgoGap input errors are failed items: named, and the run exits 1
     bundles, images = _bundles(tmp_path / "b.jsonl"), _images(tmp_path / "img")
     (images / "000000000003.jpg").unlink()
     res = CliRunner().invoke(
@@ -543,7 +543,7 @@ def test_11_smaller_things(sample_root, tmp_path):
             str(tmp_path / "eg"),
         ],
     )
-    assert res.exit_code == 0 and "2 items had input errors" in res.output
+    assert res.exit_code == 1 and "2 of 8 items failed: " in res.output and "input" in res.output, res.output
     # outputs follow the umask like any file
     old = os.umask(0o022)
     try:

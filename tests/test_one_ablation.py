@@ -75,7 +75,7 @@ def test_videoqa_failed_stacks_exit_nonzero_and_omni_runs(prepared, questions, t
 
 def test_an_option_a_task_cannot_honour_is_refused_naming_it():
     class Narrow:
-        name, metrics, honours = "narrow", ("correct",), frozenset({"variants"})
+        name, metrics, unit, honours = "narrow", ("correct",), "items", frozenset({"variants"})
 
     with pytest.raises(UnsupportedOption, match=r"--task narrow cannot honour --cluster, --until"):
         refused(Narrow(), AblationSpec(("word_ts",), cluster="scene", until="decided"))  # type: ignore[arg-type]

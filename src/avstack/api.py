@@ -290,4 +290,4 @@ def ablate(
     target = chosen.ablation(Path(prepared), TaskInputs(Path(questions) if questions else None))
     full = engine.AblationSpec(drops=tuple(drops), variants=tuple(variants), **spec)
     backend = make_backend(model, chosen.baselines, **(backend_options or {}))
-    return engine.ablate(target, full, engine.StackRunner(backend, model, Path(out) / "cache", settings), out)
+    return engine.ablate(target, full, engine.StackRunner(backend, model, Path(out) / "cache", settings), Path(out))

@@ -290,9 +290,9 @@ def in_processes(n: int) -> Iterator[None]:
     search, which stalled the transcription threads and the prepare driver meanwhile (24 short
     clips: alignment took 11 s of thread time for 3.5 s of work). The processes start now
     (spawn, tied to this one) and read the dictionary while the frames decode."""
-    global _pool
+    global _pool, _pool_size
     pool = ProcessPoolExecutor(n, mp_context=get_context("spawn"), initializer=_start_worker, initargs=(os.getpid(),))
-    _pool = pool
+    _pool, _pool_size = pool, n
     try:
         yield
     finally:
@@ -300,10 +300,12 @@ def in_processes(n: int) -> Iterator[None]:
         pool.shutdown(cancel_futures=True)
 
 
+_pool_size = 0
+
+
 def pooled() -> int:
     """How many aligner processes `align` uses now (0: it aligns in this process)."""
-    pool = _pool
-    return pool._max_workers if pool is not None else 0  # noqa: SLF001 - the pool's own size
+    return _pool_size if _pool is not None else 0
 
 
 def _start_worker(parent_pid: int) -> None:

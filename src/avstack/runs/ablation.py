@@ -100,6 +100,7 @@ class AblationTask(Protocol):
     name: str
     metrics: Sequence[str]  # per-item metrics: each cue's value on each; the first decides sequential rounds
     honours: frozenset[str]  # AblationSpec.asks_for names this task carries out
+    unit: str  # what its items are called in the report: clips, questions, ...
 
     def items(self) -> list[str]: ...
 
@@ -249,7 +250,7 @@ def _ask_until_decided(
     asked, decision = ask_until_decided(task.items(), spec.round_size, ask, spec.alpha, spec.precision, spec.seed)
     names = [s.name for s in stacks]
     stop = stop_record(
-        decision, names, len(stacks), spec.round_size, spec.alpha, spec.precision, spec.seed, metric, "items"
+        decision, names, len(stacks), spec.round_size, spec.alpha, spec.precision, spec.seed, metric, task.unit
     )
     write_json_atomic(out / "sequential.json", stop)
     return asked, stop
@@ -321,7 +322,7 @@ def request_failures(predictions: Sequence[Mapping[str, Any]], ids: set[str], id
     last = {str(p.get(id_field)): p for p in predictions if str(p.get(id_field)) in ids}
     causes: dict[str, int] = {}
     for rec in last.values():
-        if failed_request(rec):
+        if failed_request(dict(rec)):
             cause = cause_of(str(rec.get("error")))
             causes[cause] = causes.get(cause, 0) + 1
     failed = sum(causes.values())

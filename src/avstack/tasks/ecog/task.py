@@ -32,6 +32,7 @@ class EcogAblation:
     options: EcogOptions = EcogOptions()
     name: str = "ecog"
     metrics: tuple[str, ...] = tuple(METRICS)
+    unit: str = "clips"
     honours: frozenset[str] = EVERY_OPTION
 
     def items(self) -> list[str]:

@@ -65,6 +65,7 @@ class QaAblation:
     prompt_dir: Path | None = None
     name: str = "videoqa"
     metrics: tuple[str, ...] = ("correct",)
+    unit: str = "questions"
     honours: frozenset[str] = frozenset({"variants", "subsets", "cluster", "ts_format", "word_ts_format", "until"})
 
     def items(self) -> list[str]:
