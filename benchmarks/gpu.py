@@ -461,7 +461,7 @@ def prepare_section(b: Bench, inputs: Inputs, tmp: Path) -> None:
             b.save()
     hand = handwritten(b, inputs, tmp / "hand", compute)
     for row in b.result["prepare"]:
-        wall, cpu = row["wall_s"], walls.get(("cpu", row["workers"]))
+        wall, cpu = walls.get((row["side"], row["workers"]), row["wall_s"]), walls.get(("cpu", row["workers"]))
         row |= {
             "clips": len(inputs.clips),
             "audio_s": round(inputs.seconds, 1),
