@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,24 @@ class Report:
     path: Path
     # per stack whose requests failed (no answer came): how many of how many, and the causes
     failed: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def failed_label(label: str, failures: Mapping[str, Any] | None) -> str:
+    """A run's label, marked where its requests failed: a stack that got no answer is no model
+    that scored zero, in every table it appears in."""
+    return f"{label} [FAILED: {failures['request_failures']} of {failures['clips']} requests]" if failures else label
+
+
+def failures_note(failed: Mapping[str, Mapping[str, Any]], unit: str) -> list[str]:
+    """The report's paragraph on the runs whose requests failed (none: no paragraph)."""
+    if not failed:
+        return []
+    listed = "; ".join(f"`{k}`: {v['request_failures']} of {v['clips']}" for k, v in failed.items())
+    return [
+        f"**Request failures**: {listed}. Those {unit} have no answer; their zeros are not the model's. Retry only"
+        " them: rerun the same command with `--retry-failed`.",
+        "",
+    ]
 
 
 def write_markdown(out: Path, head: list[str], rest: list[str]) -> Report:

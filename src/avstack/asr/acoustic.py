@@ -281,6 +281,7 @@ FORCED = "forced to the HMM's shortest"
 SHORTER_THAN_A_PHONE = "aligned shorter than a phone"
 Alignment = tuple[list[Word], list[Word], list[str], list[str | None]]
 _pool: ProcessPoolExecutor | None = None
+_pool_size = 0  # its processes
 
 
 @contextmanager
@@ -298,9 +299,6 @@ def in_processes(n: int) -> Iterator[None]:
     finally:
         _pool = None
         pool.shutdown(cancel_futures=True)
-
-
-_pool_size = 0
 
 
 def pooled() -> int:

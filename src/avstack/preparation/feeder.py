@@ -50,10 +50,9 @@ class AsrFeeder:
             from avstack.asr.models import set_replicas
 
             set_replicas(parallel)
-        # the acoustic aligner in processes, one per core: in a GPU batch too, where the clips'
-        # alignment (CPU) had run one after another on this thread while the GPU waited for the
-        # next batch (43 short clips on an H200: 13 s of alignment in a 17-19 s prepare, whatever
-        # the workers; benchmarks/gpu.py)
+        # the acoustic aligner in processes, one per core: in a GPU batch too, whose clips were
+        # aligned one after another on this thread (benchmarks/gpu.py on an H200, 43 short clips:
+        # batched ASR 14 s with the aligner, 5 s for the transcriber alone); the same words
         if cores() > 1:
             from avstack.asr import acoustic
 

@@ -186,18 +186,11 @@ def plan_stacks(
     return bill
 
 
-def plan(
-    task: AblationTask,
-    spec: AblationSpec,
-    model: str,
-    out: str | Path,
-    detail: str = "high",
-    max_output_tokens: int = 512,
-    prices_file: Path | None = None,
-) -> dict[str, Any]:
-    """What the ablation would ask and cost, written to out/plan.json; nothing sent."""
+def plan(task: AblationTask, spec: AblationSpec, model: str, out: str | Path, *costing: Any) -> dict[str, Any]:
+    """What the ablation would ask and cost, written to out/plan.json; nothing sent. `costing`:
+    plan_stacks' detail, max_output_tokens and prices_file."""
     refused(task, spec)
-    return plan_stacks(task, stacks_to_run(spec), model, out, detail, max_output_tokens, prices_file)
+    return plan_stacks(task, stacks_to_run(spec), model, out, *costing)
 
 
 def ablate(
@@ -317,18 +310,14 @@ def request_failures(predictions: Sequence[Mapping[str, Any]], ids: set[str], id
     """How many of the items got an answer, and the requests that failed (refused, 4xx, no answer, an
     input that could not be read), with their causes: a stack that got no answer is no model that
     scored zero. Last line per item wins, as in the engine."""
-    from avstack.runs.engine import cause_of, failed_request
+    from avstack.runs.engine import count_causes, failed_request
 
     last = {str(p.get(id_field)): p for p in predictions if str(p.get(id_field)) in ids}
-    causes: dict[str, int] = {}
-    for rec in last.values():
-        if failed_request(dict(rec)):
-            cause = cause_of(str(rec.get("error")))
-            causes[cause] = causes.get(cause, 0) + 1
+    causes = count_causes(str(rec.get("error")) for rec in last.values() if failed_request(dict(rec)))
     failed = sum(causes.values())
     return {
         "clips": len(ids),
         "answered": len(last) - failed,
         "request_failures": failed,
-        "causes": dict(sorted(causes.items(), key=lambda kv: -kv[1])),
+        "causes": causes,
     }

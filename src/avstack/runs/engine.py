@@ -14,7 +14,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,6 +146,15 @@ def cause_of(error: str) -> str:
     own ids and numbers past the status, cut to 160 characters."""
     text = re.sub(r"\b(req|chatcmpl|id)[-_][\w-]+", "…", str(error))
     return text[:160]
+
+
+def count_causes(errors: Iterable[str]) -> dict[str, int]:
+    """Request failures grouped by cause (cause_of), the commonest first."""
+    causes: dict[str, int] = {}
+    for error in errors:
+        cause = cause_of(error)
+        causes[cause] = causes.get(cause, 0) + 1
+    return dict(sorted(causes.items(), key=lambda kv: -kv[1]))
 
 
 def failed_request(rec: dict[str, Any]) -> bool:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.analysis.compare import ItemTable, compare_pairs, compare_runs, csv_rows, fmt_delta, plot_deltas
-from avstack.analysis.tables import Report, markdown_table, write_markdown
+from avstack.analysis.tables import Report, failed_label, failures_note, markdown_table, write_markdown
 from avstack.io import write_csv_atomic
 from avstack.tasks.ecog.analysis import (
     BOTTLENECKS,
@@ -115,11 +115,7 @@ def failures(js: dict[str, Any]) -> dict[str, Any] | None:
 def marked(runs: list[Run]) -> list[Run]:
     """Runs whose requests failed, labelled so in every table they appear in: a stack that got no
     answer is not a model that scored zero."""
-    out = []
-    for label, result, js in runs:
-        f = failures(js)
-        out.append((f"{label} [FAILED: {f['request_failures']} of {f['clips']} requests]" if f else label, result, js))
-    return out
+    return [(failed_label(label, failures(js)), result, js) for label, result, js in runs]
 
 
 def answers_section(runs: list[Run]) -> list[str]:
@@ -171,14 +167,7 @@ def write_report(
         "",
     ]
     head += answers_section(runs)
-    if failed:
-        listed = "; ".join(f"`{k}`: {v['request_failures']} of {v['clips']}" for k, v in failed.items())
-        head += [
-            "**Request failures**: " + listed
-            + ". Those clips have no answer; their zeros are not the model's. Retry only them: rerun the same"
-            " command with `--retry-failed`.",
-            "",
-        ]  # fmt: skip
+    head += failures_note(failed, "clips")
     _plots(runs, out)
     if deltas:
         plot_deltas(deltas, METRICS, out / "delta.png")

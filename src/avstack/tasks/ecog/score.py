@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from avstack.runs.engine import cause_of
+from avstack.runs.engine import count_causes
 from avstack.tasks.ecog.data import GtClip
 from avstack.tasks.ecog.metrics import METRICS, ClipScore, score_clip
 
@@ -86,18 +86,14 @@ def answer_counts(scored: list[ScoredClip]) -> dict[str, Any]:
     """How many clips got an answer, an answer that did not parse, or no answer at all (the request
     failed), with the failures' causes: a stack that never got an answer must not read as a model
     that scored zero."""
-    causes: dict[str, int] = {}
-    for sc in scored:
-        if sc.request_error:
-            cause = cause_of(sc.request_error)
-            causes[cause] = causes.get(cause, 0) + 1
+    causes = count_causes(sc.request_error for sc in scored if sc.request_error)
     failed = sum(causes.values())
     return {
         "clips": len(scored),
         "answered": len(scored) - failed,
         "parse_failures": sum(1 for sc in scored if sc.parse_error and not sc.request_error),
         "request_failures": failed,
-        "causes": dict(sorted(causes.items(), key=lambda kv: -kv[1])),
+        "causes": causes,
     }
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from avstack.analysis.tables import Report, markdown_table
 from avstack.io import read_predictions
-from avstack.runs.engine import cause_of
+from avstack.runs.engine import count_causes
 from avstack.runs.runners import make_backend
 from avstack.tasks import Outcome, RunJob, Task, failed_items, too_many_missing
 from avstack.tasks.egogap.baselines import BASELINES
@@ -33,10 +33,7 @@ def run_job(job: RunJob) -> Outcome:
     run_egogap(a["bundles"], backend, stack, job.out, a.get("images"), job.settings, job.model, progress=job.progress)
     result = score_egogap_run(job.out)
     failed = [str(i["error"]) for i in result["items"] if str(i["error"] or "").startswith("failed")]
-    causes: dict[str, int] = {}
-    for error in failed:
-        cause = cause_of(error.removeprefix("failed: "))
-        causes[cause] = causes.get(cause, 0) + 1
+    causes = count_causes(error.removeprefix("failed: ") for error in failed)
     notes = failed_items(len(failed), len(result["items"]), causes)
     return Outcome(markdown_table(*score_rows([(job.model, stack.name, result)])), notes, bool(notes), result=result)
 

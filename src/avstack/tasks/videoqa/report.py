@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.analysis.compare import ItemTable, compare_runs, csv_rows, fmt_delta, plot_deltas
-from avstack.analysis.tables import Report, markdown_table, write_markdown
+from avstack.analysis.tables import Report, failed_label, failures_note, markdown_table, write_markdown
 from avstack.io import read_json_file, read_predictions, write_csv_atomic
 from avstack.runs.ablation import request_failures
 from avstack.tasks.videoqa.runs import score_run
@@ -75,24 +75,12 @@ def write_report(runs: list[Path], out: Path, cluster: str | None = None, only: 
     """The report of run folders (the first the baseline), over every question or those in `only`.
     A run whose requests failed is marked in every table, and named in `Report.failed`."""
     results = [score_run(r, only) for r in runs]
-    failed = {label_of(r): f for r, res in zip(runs, results) if (f := failures(r, res))}
-    labels = [
-        f"{label_of(r)} [FAILED: {failed[label_of(r)]['request_failures']} of {failed[label_of(r)]['clips']} requests]"
-        if label_of(r) in failed
-        else label_of(r)
-        for r in runs
-    ]
-    labelled = list(zip(labels, results))
+    found = [(label_of(r), failures(r, res)) for r, res in zip(runs, results)]
+    failed = {label: f for label, f in found if f}
+    labelled = [(failed_label(label, f), res) for (label, f), res in zip(found, results)]
     out.mkdir(parents=True, exist_ok=True)
     head, body = score_rows(labelled)
-    top = ["# videoqa report", "", markdown_table(head, body), ""]
-    if failed:
-        listed = "; ".join(f"`{k}`: {v['request_failures']} of {v['clips']}" for k, v in failed.items())
-        top += [
-            f"**Request failures**: {listed}. Those questions have no answer; their zeros are not the model's."
-            " Retry only them: rerun the same command with `--retry-failed`.",
-            "",
-        ]
+    top = ["# videoqa report", "", markdown_table(head, body), "", *failures_note(failed, "questions")]
     lines: list[str] = []
     if len(runs) > 1:
         pairs = [tables(label, res) for label, res in labelled]
