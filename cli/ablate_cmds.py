@@ -89,7 +89,7 @@ def ablate(
 ) -> None:
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
     from avstack.runs import ablation as engine
-    from avstack.runs.engine import RunSettings
+    from avstack.runs.engine import Asking, RunSettings
     from avstack.runs.runners import make_backend
     from avstack.tasks import TaskInputs, get_task
 
@@ -123,7 +123,7 @@ def ablate(
         concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None, retry_failed=retry_failed
     )
     with user_errors():
-        runner = engine.StackRunner(make_backend(model, chosen.baselines, **backend), model, out / "cache", settings)
+        runner = Asking(make_backend(model, chosen.baselines, **backend), model, out / "cache", settings)
         report = engine.ablate(target, spec, runner, out, bill)
     typer.echo(report.summary)
     typer.echo(f"full report: {report.path}")

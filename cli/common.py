@@ -4,7 +4,7 @@ one line naming what was expected and what was found (never a traceback)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -88,10 +88,25 @@ def fail(message: str, code: int = 2) -> NoReturn:
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Errors from bad input, options, back-ends or the disk: one line, exit 2 (Ctrl-C: 130)."""
+    from avstack.runs.ablation import UnsupportedOption
+    from avstack.runs.cost import BudgetReached
+    from avstack.runs.engine import NoBatchMode
     from avstack.runs.runners import FatalError
+
+    def flags(names: Sequence[str]) -> str:
+        return ", ".join("--" + n.replace("_", "-") for n in names) or "none of them"
 
     try:
         yield
+    except UnsupportedOption as exc:
+        fail(f"--task {exc.task} cannot honour {flags(exc.options)}: it takes {flags(exc.honours)}")
+    except BudgetReached as exc:
+        fail(
+            f"--max-cost {exc.limit_usd:g} USD reached: the servers reported {exc.spent_usd:.4f} USD of usage; "
+            f"the answers so far are kept in {exc.out}, and a rerun with a higher --max-cost goes on from there"
+        )
+    except NoBatchMode as exc:
+        fail(f"--batch: {exc}")
     except FatalError as exc:
         fail(
             f"the back-end refused the run: {exc}; nothing was recorded for the clips it refused, so a rerun asks again"

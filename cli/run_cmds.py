@@ -45,12 +45,13 @@ def score(
     from avstack.io import atomic_write
     from avstack.tasks import get_task
 
-    truth = {"egogap": bundles, "videoqa": questions}.get(task, gt)
-    if truth is None or pred is None:
-        need = {"egogap": "--bundles", "videoqa": "--questions"}.get(task, "--gt")
-        fail(f"{need} and --pred are required for --task {task}")
     with user_errors():
-        outcome = get_task(task).score(truth, pred)
+        chosen = get_task(task)
+    truth = {"gt": gt, "bundles": bundles, "questions": questions}[chosen.truth]
+    if truth is None or pred is None:
+        fail(f"--{chosen.truth} and --pred are required for --task {task}")
+    with user_errors():
+        outcome = chosen.score(truth, pred)
     print_outcome(outcome)
     if json_out:
         with user_errors():
@@ -93,22 +94,16 @@ def stacks(
     questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
 ) -> None:
     """Write the rendered request of every clip (videoqa: every question) under one input stack."""
-    from avstack.tasks.ecog.export import write_stacks
+    from avstack.prompting.stacks import make_stack
+    from avstack.tasks import TaskInputs, get_task
 
-    if task == "videoqa":
-        from avstack.prompting.stacks import make_stack
-        from avstack.tasks.videoqa.runs import write_requests
-
-        if questions is None:
-            fail("--task videoqa needs --questions FILE")
-        with user_errors():
-            stack = make_stack(variant, drop, ts_format, word_ts_format)
-            n = write_requests(prepared, questions, out, stack, fmt, media_mode, questions_format, prompt)
-        typer.echo(f"wrote {n} requests ({stack.name}, {fmt}) to {out}")
-        return
-    stack, options = _ecog_inputs(variant, drop, asr, coord_order, ts_format, word_ts_format, prompt)
     with user_errors():
-        n = write_stacks(prepared, out, stack, options, fmt, media_mode)
+        chosen = get_task(task)
+        if chosen.write_requests is None:
+            fail(f"--task {task} has no requests over a prepared folder to write")
+        stack = make_stack(variant, drop, ts_format, word_ts_format)
+        inputs = TaskInputs(questions, questions_format, prompt, asr, coord_order)
+        n = chosen.write_requests(prepared, inputs, out, stack, fmt, media_mode)
     typer.echo(f"wrote {n} requests ({stack.name}, {fmt}) to {out}")
 
 

@@ -24,7 +24,7 @@ from avstack.prompting.sound import clip_sound
 from avstack.prompting.stacks import INTERFACE, interface_pairs, make_stack
 from avstack.runs.ablation import AblationSpec, stacks_to_run
 from avstack.runs.cost import audio_tokens, wav_duration_ms
-from avstack.runs.engine import REFUSED, RunSettings, WorkItem, run_items
+from avstack.runs.engine import REFUSED, Asking, RunSettings, WorkItem, run_items
 from avstack.runs.plan import plan_requests
 from avstack.runs.runners import Answer, BackendBase
 from avstack.tasks.ecog.prompt import build_request
@@ -138,7 +138,8 @@ def test_a_refused_stack_is_recorded_as_failed_and_never_sent(prepared, tmp_path
     pairs, _ = requests_for(prepared, make_stack("omni"))
     items = [WorkItem(r.clip_id, q, {}) for r, q in pairs]
     Deaf.asked = 0
-    path = run_items(items, Deaf(), tmp_path / "run", lambda t, i: ({}, None), {"stack": "omni"}, RunSettings())
+    asking = Asking(Deaf(), settings=RunSettings())
+    path = run_items(items, tmp_path / "run", lambda t, i: ({}, None), {"stack": "omni"}, asking, "video_name")
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert Deaf.asked == 0 and len(rows) == len(items)
     assert all(r["error"] == f"{REFUSED}: no ears" and r["attempts"] == 0 for r in rows)

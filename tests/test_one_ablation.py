@@ -77,12 +77,12 @@ def test_an_option_a_task_cannot_honour_is_refused_naming_it():
     class Narrow:
         name, metrics, unit, honours = "narrow", ("correct",), "items", frozenset({"variants"})
 
-    with pytest.raises(UnsupportedOption, match=r"--task narrow cannot honour --cluster, --until"):
+    with pytest.raises(UnsupportedOption, match=r"task narrow cannot honour cluster, until; it honours variants"):
         refused(Narrow(), AblationSpec(("word_ts",), cluster="scene", until="decided"))  # type: ignore[arg-type]
     refused(Narrow(), AblationSpec(("word_ts",), ("omni",)))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="variant: expected one of"):
         AblationSpec(("word_ts",), ("omnii",))
-    with pytest.raises(ValueError, match="--until decided needs"):
+    with pytest.raises(ValueError, match=r"until decided\) needs a dropped cue or a variant"):
         AblationSpec(until="decided")
 
 
@@ -106,3 +106,20 @@ def test_egogap_run_with_a_wrong_image_folder_exits_nonzero(tmp_path):
     res = CliRunner().invoke(app, [*args, "--model", "chance", "--out", str(tmp_path / "run")])
     assert res.exit_code == 1, res.output
     assert "107 of 107 items failed" in res.output and "--retry-failed" in res.output
+
+
+def test_the_commands_ask_the_task_not_its_name(prepared, questions, tmp_path):
+    """stacks, score and run --dry-run look the task up: what it lacks is said, exit 2."""
+    res = CliRunner().invoke(app, ["stacks", str(prepared), "--task", "egogap", "-o", str(tmp_path / "s.jsonl")])
+    assert res.exit_code == 2 and "--task egogap has no requests over a prepared folder" in res.output
+    res = CliRunner().invoke(app, ["stacks", str(prepared), "--coord-order", "yx", "--task", "videoqa"]
+                             + ["--questions", str(questions), "-o", str(tmp_path / "s.jsonl")])  # fmt: skip
+    assert res.exit_code == 2 and "--task videoqa takes no --coord-order" in res.output
+    res = CliRunner().invoke(app, ["score", "--task", "videoqa", "--pred", str(tmp_path / "p.jsonl")])
+    assert res.exit_code == 2 and "--questions and --pred are required for --task videoqa" in res.output
+    out = tmp_path / "plan"
+    args = ["run", str(prepared), "--task", "videoqa", "--questions", str(questions), "--model", "openai:gpt-4o"]
+    res = CliRunner().invoke(app, [*args, "--variant", "omni", "--out", str(out), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads((out / "plan.json").read_text())
+    assert list(plan["stacks"]) == ["omni"] and plan["stacks"]["omni"]["requests"] == 7

@@ -281,6 +281,7 @@ def ablate(
     `variants`, and any other AblationSpec field by keyword (subsets, ts_formats, until, ...);
     returns the written Report (`.failed` names the stacks whose requests failed)."""
     from avstack.runs import ablation as engine
+    from avstack.runs.engine import Asking
     from avstack.runs.runners import make_backend
     from avstack.tasks import TaskInputs, get_task
 
@@ -290,4 +291,4 @@ def ablate(
     target = chosen.ablation(Path(prepared), TaskInputs(Path(questions) if questions else None))
     full = engine.AblationSpec(drops=tuple(drops), variants=tuple(variants), **spec)
     backend = make_backend(model, chosen.baselines, **(backend_options or {}))
-    return engine.ablate(target, full, engine.StackRunner(backend, model, Path(out) / "cache", settings), Path(out))
+    return engine.ablate(target, full, Asking(backend, model, Path(out) / "cache", settings), Path(out))

@@ -10,7 +10,7 @@ out is refused before anything runs (`refused`), never dropped. The engine knows
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,12 +21,11 @@ from avstack.analysis.compare import ItemTable, check_same_items
 from avstack.analysis.sequential import ask_until_decided, stop_record, stop_section
 from avstack.analysis.stats import paired_bootstrap_ci, shapley_per_item
 from avstack.analysis.tables import Report, markdown_table
-from avstack.io import Progress, atomic_write, write_csv_atomic, write_json_atomic
+from avstack.io import atomic_write, write_csv_atomic, write_json_atomic
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import VARIANTS, Stack, Subset, make_stack, subset_stacks
-from avstack.runs.engine import RunSettings
+from avstack.runs.engine import Asking
 from avstack.runs.plan import plan_requests, usage_section, write_plan
-from avstack.runs.runners import Backend
 
 UNTIL = ("all", "decided")
 
@@ -57,7 +56,7 @@ class AblationSpec:
         if bad:
             raise ValueError(f"variant: expected one of {', '.join(VARIANTS)}, got {', '.join(map(repr, bad))}")
         if self.until == "decided" and not (self.drops or self.variants):
-            raise ValueError("--until decided needs at least one --drop or variant: there is no contrast to decide")
+            raise ValueError("a sequential ablation (until decided) needs a dropped cue or a variant: no contrast")
 
     def asks_for(self) -> list[str]:
         """The options this spec sets away from their defaults (what a task must be able to do)."""
@@ -70,17 +69,6 @@ class AblationSpec:
             "until": self.until != "all",
         }
         return [name for name, on in wanted.items() if on]
-
-
-@dataclass(frozen=True)
-class StackRunner:
-    """The engine's part of running one stack, the same for every task."""
-
-    backend: Backend
-    model: str
-    cache_dir: Path
-    settings: RunSettings | None = None
-    progress: Progress | None = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +94,7 @@ class AblationTask(Protocol):
 
     def requests(self, stack: Stack) -> list[Request]: ...
 
-    def run(self, stack: Stack, run_dir: Path, runner: StackRunner, only: set[str] | None) -> None: ...
+    def run(self, stack: Stack, run_dir: Path, runner: Asking, only: set[str] | None) -> None: ...
 
     def score(self, stack: Stack, run_dir: Path, only: set[str] | None) -> Scored: ...
 
@@ -119,16 +107,20 @@ class AblationTask(Protocol):
 
 
 class UnsupportedOption(ValueError):
-    """An option the task cannot carry out (the command line exits 2 naming it)."""
+    """Options the task cannot carry out, by their AblationSpec names (the command line says them
+    as its flags and exits 2)."""
+
+    def __init__(self, task: str, options: Iterable[str], honours: Iterable[str]):
+        self.task, self.options, self.honours = task, tuple(options), tuple(sorted(honours))
+        super().__init__(
+            f"task {task} cannot honour {', '.join(self.options)}; it honours {', '.join(self.honours) or 'none'}"
+        )
 
 
 def refused(task: AblationTask, spec: AblationSpec) -> None:
     missing = [o for o in spec.asks_for() if o not in task.honours]
     if missing:
-        raise UnsupportedOption(
-            f"--task {task.name} cannot honour {', '.join('--' + o.replace('_', '-') for o in missing)}: "
-            f"it takes {', '.join('--' + o.replace('_', '-') for o in sorted(task.honours)) or 'none of the options'}"
-        )
+        raise UnsupportedOption(task.name, missing, task.honours)
 
 
 # ------------------------------------------------------------------------------------ the stacks
@@ -196,7 +188,7 @@ def plan(task: AblationTask, spec: AblationSpec, model: str, out: str | Path, *c
 def ablate(
     task: AblationTask,
     spec: AblationSpec,
-    runner: StackRunner,
+    runner: Asking,
     out: str | Path,
     bill: dict[str, Any] | None = None,
 ) -> Report:
@@ -206,7 +198,7 @@ def ablate(
     refused(task, spec)
     out = Path(out)
     stacks = stacks_to_run(spec)
-    bill = bill or plan(task, spec, runner.model, out)
+    bill = bill or plan(task, spec, runner.backend_id or str(getattr(runner.backend, "name", "backend")), out)
     only: set[str] | None = None
     stop: dict[str, Any] | None = None
     if spec.until == "decided":
@@ -228,7 +220,7 @@ def ablate(
 
 
 def _ask_until_decided(
-    task: AblationTask, spec: AblationSpec, runner: StackRunner, out: Path, stacks: list[Stack]
+    task: AblationTask, spec: AblationSpec, runner: Asking, out: Path, stacks: list[Stack]
 ) -> tuple[list[str], dict[str, Any]]:
     """Items in a seeded random order, in rounds, until every contrast (the baseline against each
     other stack) is decided; every stack's run folder holds the same items at each stop."""

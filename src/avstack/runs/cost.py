@@ -249,7 +249,15 @@ def usage_tokens(usage: Any) -> tuple[int, int]:
 
 
 class BudgetReached(ValueError):
-    """The servers' reported usage reached --max-cost: the run stopped cleanly (resumable)."""
+    """The servers' reported usage reached the cost budget: the run stopped cleanly (resumable).
+    It carries the numbers, so a front end can say it in its own words (the CLI: --max-cost)."""
+
+    def __init__(self, limit_usd: float, spent_usd: float, out: object):
+        self.limit_usd, self.spent_usd, self.out = limit_usd, spent_usd, out
+        super().__init__(
+            f"the cost budget of {limit_usd:g} USD was reached: the servers reported {spent_usd:.4f} USD of usage; "
+            f"the answers so far are kept in {out}, and a rerun with a higher budget goes on from there"
+        )
 
 
 class Budget:

@@ -47,11 +47,11 @@ class RunSettings:
     retries: int = 5
     backoff_s: float = 1.0
     max_backoff_s: float = 60.0
-    # --max-cost: charged from the servers' usage; once reached no new request starts (resumable)
+    # the cost budget: charged from the servers' usage; once reached no new request starts (resumable)
     budget: Budget | None = field(default=None, compare=False)
-    # --batch: seconds between polls of the provider's batch API; None asks one request at a time
+    # batch mode: seconds between polls of the provider's batch API; None asks one request at a time
     batch_poll_s: float | None = None
-    # --retry-failed: a recorded request failure (refused, HTTP 4xx, no answer) is asked again
+    # ask failures again: a recorded request failure (refused, HTTP 4xx, no answer) is asked again
     retry_failed: bool = False
 
 
@@ -196,16 +196,20 @@ def answer_key_id(backend_id: str, settings: dict[str, Any]) -> str:
     return "|".join([backend_id, *changed])
 
 
+class NoBatchMode(ValueError):
+    """Batch answers were asked of a back-end that has no batch API."""
+
+
 def _batch_answers(
     backend: Backend, bid: str, todo: list[WorkItem], cache: AnswerCache, out: Path, s: RunSettings, scrub: Scrubber
 ) -> dict[str, dict[str, Any]]:
-    """With --batch: the answers of the requests not yet answered nor cached, from the provider's
+    """In batch mode: the answers of the requests not yet answered nor cached, from the provider's
     batch API (avstack.runs.batch); what it leaves unanswered is asked online as usual."""
     if s.batch_poll_s is None:
         return {}
     make = getattr(backend, "batch_client", None)
     if make is None:
-        raise ValueError(f"--batch: the back-end {bid!r} has no batch mode (OpenAI-compatible servers have)")
+        raise NoBatchMode(f"the back-end {bid!r} has no batch mode (OpenAI-compatible servers have)")
     from avstack.runs.batch import answer_in_batches
 
     pending = [(request_key(bid, it.request), it.request) for it in todo if it.request is not None and it.error is None]
@@ -213,20 +217,24 @@ def _batch_answers(
     return answer_in_batches(make(), pending, out, s.batch_poll_s, scrub=scrub.scrub) if pending else {}
 
 
+@dataclass(frozen=True)
+class Asking:
+    """Who answers a run and how, as one record: the back-end, its name in the answer cache's keys
+    (default: its own), the cache shared by the runs of a job, the engine's options, the progress."""
+
+    backend: Backend
+    backend_id: str | None = None
+    cache_dir: Path | None = None
+    settings: RunSettings | None = None
+    progress: Progress | None = None
+
+
 def run_items(
-    items: list[WorkItem],
-    backend: Backend,
-    out: str | Path,
-    parse: Parser,
-    meta: dict[str, Any],
-    settings: RunSettings | None = None,
-    id_field: str = "video_name",
-    cache_dir: Path | None = None,
-    backend_id: str | None = None,
-    progress: Progress | None = None,
+    items: list[WorkItem], out: str | Path, parse: Parser, meta: dict[str, Any], asking: Asking, id_field: str
 ) -> Path:
     """Ask every item without a final answer; returns the predictions file."""
-    s = settings or RunSettings()
+    backend, backend_id, cache_dir, progress = asking.backend, asking.backend_id, asking.cache_dir, asking.progress
+    s = asking.settings or RunSettings()
     out = Path(out)
     pred_path = out / "predictions.jsonl"
     done = _load_final(pred_path, id_field, s.retry_failed)
@@ -325,8 +333,5 @@ def run_items(
         backend.close()  # e.g. delete a run's uploads
     if s.budget is not None and s.budget.reached():
         b = s.budget
-        raise BudgetReached(
-            f"--max-cost {b.limit_usd:g} USD reached: the servers reported {b.spent_usd:.4f} USD of usage; "
-            f"the answers so far are kept in {out}, and a rerun with a higher --max-cost goes on from there"
-        )
+        raise BudgetReached(b.limit_usd, b.spent_usd, out)
     return pred_path

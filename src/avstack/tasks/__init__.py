@@ -64,15 +64,23 @@ class TaskInputs:
     questions: Path | None = None
     questions_format: str = "auto"
     prompt: Path | None = None
+    asr: str | None = None  # EcoG: whose words (whisper, or the annotations' source)
+    coord_order: str = "xy"  # EcoG: the order of a point's coordinates in answers
 
     def given(self) -> list[str]:
-        return [name for name, on in (("questions", self.questions is not None),) if on]
+        """The inputs set away from their defaults, by their flag names."""
+        wanted = {
+            "questions": self.questions is not None,
+            "asr": self.asr is not None,
+            "coord_order": self.coord_order != "xy",
+        }
+        return [name for name, on in wanted.items() if on]
 
 
 def refuse_inputs(task: str, inputs: TaskInputs, takes: Sequence[str]) -> None:
     extra = [n for n in inputs.given() if n not in takes]
     if extra:
-        raise ValueError(f"--task {task} takes no {', '.join('--' + n for n in extra)}")
+        raise ValueError(f"--task {task} takes no {', '.join('--' + n.replace('_', '-') for n in extra)}")
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,10 @@ class Task:
     # the task as the ablation engine sees it (avstack.runs.ablation.AblationTask), for a prepared
     # folder and the task's inputs; None: the task has no ablation
     ablation: Callable[[Path, TaskInputs], Any] | None = None
+    # `avstack stacks`: each item's rendered request under one stack into a JSONL file, in a format
+    # (openai, gemini, hf, neutral) with media as paths or inline; returns how many; None: none
+    write_requests: Callable[[Path, TaskInputs, Path, Any, str, str], int] | None = None
+    truth: str = "gt"  # what `avstack score` reads the truth from: gt, bundles or questions (its flag)
 
 
 def too_many_missing(missing: int, total: int) -> str | None:

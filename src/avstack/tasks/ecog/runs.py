@@ -10,7 +10,7 @@ from avstack.io import DataError, Progress, read_json_file, read_predictions, wr
 from avstack.manifest import ClipRecord, data_root_of, load_manifest
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack
-from avstack.runs.engine import RunSettings, WorkItem, run_items
+from avstack.runs.engine import Asking, RunSettings, WorkItem, run_items
 from avstack.runs.runners import Backend
 from avstack.tasks.ecog.data import GtClip
 from avstack.tasks.ecog.parse import parse_answer
@@ -130,7 +130,7 @@ def run(
     def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
         return parse_answer(text, options.coord_order)
 
-    return run_items(items, backend, out, parse, meta, settings, "video_name", cache_dir, backend_id, progress)
+    return run_items(items, out, parse, meta, Asking(backend, backend_id, cache_dir, settings, progress), "video_name")
 
 
 def score_and_write(

@@ -9,11 +9,13 @@ from avstack.analysis.tables import Report
 from avstack.io import DataError, read_predictions
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack, interface_pairs, make_stack
-from avstack.runs.ablation import Scored, StackRunner
+from avstack.runs.ablation import Scored
+from avstack.runs.engine import Asking
 from avstack.runs.runners import make_backend
 from avstack.tasks import Outcome, RunJob, Task, TaskInputs, failed_items, refuse_inputs, too_many_missing
 from avstack.tasks.ecog.baselines import BASELINES
 from avstack.tasks.ecog.data import load_gt
+from avstack.tasks.ecog.export import write_stacks
 from avstack.tasks.ecog.layout import ecog_layout
 from avstack.tasks.ecog.metrics import METRICS
 from avstack.tasks.ecog.prompt import EcogOptions
@@ -41,9 +43,20 @@ class EcogAblation:
     def requests(self, stack: Stack) -> list[Request]:
         return [req for _, req in requests_for(self.prepared, stack, self.options)[0]]
 
-    def run(self, stack: Stack, run_dir: Path, runner: StackRunner, only: set[str] | None) -> None:
+    def run(self, stack: Stack, run_dir: Path, runner: Asking, only: set[str] | None) -> None:
         b = runner
-        run(self.prepared, b.backend, stack, run_dir, b.settings, self.options, b.cache_dir, b.model, b.progress, only)
+        run(
+            self.prepared,
+            b.backend,
+            stack,
+            run_dir,
+            b.settings,
+            self.options,
+            b.cache_dir,
+            b.backend_id,
+            b.progress,
+            only,
+        )
 
     def score(self, stack: Stack, run_dir: Path, only: set[str] | None) -> Scored:
         scored = score_and_write(run_dir, self.prepared, only)
@@ -59,9 +72,17 @@ class EcogAblation:
         return report, interface_section(cells, interface_pairs(cells), out, cluster)
 
 
+def options_of(inputs: TaskInputs) -> EcogOptions:
+    refuse_inputs("ecog", inputs, ("asr", "coord_order"))
+    return EcogOptions(inputs.coord_order, inputs.asr, prompt_dir=inputs.prompt)
+
+
 def ablation(prepared: Path, inputs: TaskInputs) -> EcogAblation:
-    refuse_inputs("ecog", inputs, ())
-    return EcogAblation(Path(prepared), EcogOptions(prompt_dir=inputs.prompt))
+    return EcogAblation(Path(prepared), options_of(inputs))
+
+
+def write_requests(prepared: Path, inputs: TaskInputs, out: Path, stack: Stack, fmt: str, media: str) -> int:
+    return write_stacks(prepared, out, stack, options_of(inputs), fmt, media)
 
 
 def run_job(job: RunJob) -> Outcome:
@@ -109,4 +130,5 @@ TASK = Task(
     score=score_files,
     report=report,
     ablation=ablation,
+    write_requests=write_requests,
 )

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.io import Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
-from avstack.runs.engine import RunSettings, WorkItem, run_items
+from avstack.runs.engine import Asking, RunSettings, WorkItem, run_items
 from avstack.runs.runners import Backend
 from avstack.tasks.egogap.data import EgoGapDataError, Item, load_bundles
 from avstack.tasks.egogap.parse import parse_letter
@@ -58,7 +58,7 @@ def run_egogap(
         "images": str(Path(images).resolve()) if images else None,
     }
     work = work_items(items, stack, Path(images) if images else None, out / "images")
-    return run_items(work, backend, out, _parse, meta, settings, "uid", cache_dir, backend_id, progress)
+    return run_items(work, out, _parse, meta, Asking(backend, backend_id, cache_dir, settings, progress), "uid")
 
 
 def score_egogap_run(run_dir: str | Path) -> dict[str, Any]:

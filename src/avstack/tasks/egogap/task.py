@@ -61,4 +61,5 @@ TASK = Task(
     run=run_job,
     score=score_files,
     report=report,
+    truth="bundles",
 )

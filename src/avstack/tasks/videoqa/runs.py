@@ -9,7 +9,7 @@ from typing import Any
 from avstack.io import DataError, Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
 from avstack.manifest import ClipRecord, data_root_of, load_manifest
 from avstack.prompting.stacks import Stack
-from avstack.runs.engine import RunSettings, WorkItem, run_items
+from avstack.runs.engine import Asking, RunSettings, WorkItem, run_items
 from avstack.runs.runners import Backend
 from avstack.tasks.videoqa.data import Item, load_questions
 from avstack.tasks.videoqa.parse import parse_answer
@@ -103,18 +103,8 @@ def run(
     def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
         return parse_answer(text, by_id[item.id])
 
-    path = run_items(
-        work_items(pairs, stack, prepared, prompt_dir),
-        backend,
-        out,
-        parse,
-        meta,
-        settings,
-        "id",
-        cache_dir,
-        backend_id,
-        progress,
-    )
+    work = work_items(pairs, stack, prepared, prompt_dir)
+    path = run_items(work, out, parse, meta, Asking(backend, backend_id, cache_dir, settings, progress), "id")
     return path, errors
 
 

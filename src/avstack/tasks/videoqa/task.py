@@ -9,13 +9,14 @@ from avstack.analysis.tables import Report, markdown_table
 from avstack.io import read_predictions
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack, make_stack
-from avstack.runs.ablation import Scored, StackRunner
+from avstack.runs.ablation import Scored
+from avstack.runs.engine import Asking
 from avstack.runs.runners import make_backend
 from avstack.tasks import Outcome, RunJob, Task, TaskInputs, failed_items, refuse_inputs, too_many_missing
 from avstack.tasks.videoqa.baselines import BASELINES
 from avstack.tasks.videoqa.data import load_questions
 from avstack.tasks.videoqa.report import score_rows, write_report
-from avstack.tasks.videoqa.runs import joined, run, score_run, work_items
+from avstack.tasks.videoqa.runs import joined, run, score_run, work_items, write_requests
 from avstack.tasks.videoqa.score import score
 
 NEEDS = (
@@ -75,9 +76,9 @@ class QaAblation:
         pairs, _ = joined(self.prepared, self.questions, self.questions_format)
         return [w.request for w in work_items(pairs, stack, self.prepared, self.prompt_dir) if w.request is not None]
 
-    def run(self, stack: Stack, run_dir: Path, runner: StackRunner, only: set[str] | None) -> None:
+    def run(self, stack: Stack, run_dir: Path, runner: Asking, only: set[str] | None) -> None:
         b = runner
-        args = (self.questions_format, self.prompt_dir, b.cache_dir, b.model, b.progress, only)
+        args = (self.questions_format, self.prompt_dir, b.cache_dir, b.backend_id, b.progress, only)
         run(self.prepared, self.questions, b.backend, stack, run_dir, b.settings, *args)
 
     def score(self, stack: Stack, run_dir: Path, only: set[str] | None) -> Scored:
@@ -89,11 +90,20 @@ class QaAblation:
         return write_report([s.run_dir for s in scored], out, cluster, only), []
 
 
-def ablation(prepared: Path, inputs: TaskInputs) -> QaAblation:
+def questions_of(inputs: TaskInputs) -> Path:
     if inputs.questions is None:
         raise ValueError(NEEDS)
     refuse_inputs("videoqa", inputs, ("questions",))
-    return QaAblation(Path(prepared), inputs.questions, inputs.questions_format, inputs.prompt)
+    return inputs.questions
+
+
+def ablation(prepared: Path, inputs: TaskInputs) -> QaAblation:
+    return QaAblation(Path(prepared), questions_of(inputs), inputs.questions_format, inputs.prompt)
+
+
+def write_task_requests(prepared: Path, inputs: TaskInputs, out: Path, stack: Stack, fmt: str, media: str) -> int:
+    questions = questions_of(inputs)
+    return write_requests(prepared, questions, out, stack, fmt, media, inputs.questions_format, inputs.prompt)
 
 
 def score_files(questions: Path, pred: Path) -> Outcome:
@@ -121,4 +131,6 @@ TASK = Task(
     score=score_files,
     report=report,
     ablation=ablation,
+    write_requests=write_task_requests,
+    truth="questions",
 )
