@@ -123,3 +123,20 @@ def test_the_commands_ask_the_task_not_its_name(prepared, questions, tmp_path):
     assert res.exit_code == 0, res.output
     plan = json.loads((out / "plan.json").read_text())
     assert list(plan["stacks"]) == ["omni"] and plan["stacks"]["omni"]["requests"] == 7
+
+
+def test_every_task_places_the_clips_sound_where_ecog_does(prepared, questions):
+    """The parts shared by the tasks come from one place (prompting.parts): the clip's sound right
+    after the first text, before the frames, in EcoG's and videoqa's requests alike."""
+    from avstack.prompting.messages import Audio, Image, Text
+    from avstack.prompting.stacks import make_stack
+    from avstack.tasks import TaskInputs, get_task
+
+    omni = make_stack("omni")
+    for task, inputs in (("ecog", TaskInputs()), ("videoqa", TaskInputs(questions))):
+        requests = get_task(task).ablation(prepared, inputs).requests(omni)
+        assert requests, task
+        for req in requests:
+            kinds = [type(p) for p in req.parts]
+            assert kinds[:2] == [Text, Audio] and kinds.count(Audio) == 1, (task, kinds)
+            assert Image in kinds[2:]

@@ -9,20 +9,18 @@ convention and one line of guidance per instruction; a user turn with
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from avstack.io import inside
-from avstack.manifest import ClipRecord, frame_file
-from avstack.prompting.messages import Audio, Image, Part, Request, Text, Video
-from avstack.prompting.sound import clip_sound
+from avstack.manifest import ClipRecord
+from avstack.prompting.messages import Request
+from avstack.prompting.parts import asr_text, frame_times_told, frame_views, request_parts
 from avstack.prompting.stacks import Stack
-from avstack.prompting.templates import IMAGE, PART, PromptSet, clean, load_prompts, split_parts
-from avstack.prompting.timefmt import frame_tag, parse_frame_tag, parse_words, words_block
+from avstack.prompting.templates import PART, PromptSet, clean, load_prompts
+from avstack.prompting.timefmt import parse_words
 
 PROMPT_VERSION = "ecog-1"
 COORD_ORDERS = ("xy", "yx")
@@ -88,15 +86,6 @@ def pick_asr(record: ClipRecord, source: str | None) -> dict[str, Any] | None:
     return ours if ours is not None else theirs
 
 
-def asr_block(asr: dict[str, Any], with_times: bool) -> dict[str, Any]:
-    if not with_times:
-        return {"text": asr.get("text", "")}
-    words = [
-        {"text": w["text"], "begin_time": w["begin_time"], "end_time": w["end_time"]} for w in asr.get("words", [])
-    ]
-    return {"text": asr.get("text", ""), "words": words}
-
-
 def _is_silent(record: ClipRecord, asr: dict[str, Any] | None) -> bool:
     return record.task_template == "指令1" or not (asr or {}).get("text", "").strip()
 
@@ -108,14 +97,7 @@ def template_variables(record: ClipRecord, stack: Stack, lang: str, options: Eco
     silent = _is_silent(record, asr)
     asr_shown = stack.has("asr") and asr is not None and not silent
     word_times = stack.has("word_ts")
-    block = ""
-    if asr_shown and asr is not None:
-        timed = asr_block(asr, word_times)
-        block = (
-            words_block(stack.word_ts_format, timed["text"], timed["words"])
-            if word_times
-            else json.dumps(timed, ensure_ascii=False)
-        )
+    block = asr_text(asr, stack) if asr_shown and asr is not None else ""
     return {
         "lang": lang,
         "coord_order": options.coord_order,
@@ -139,28 +121,6 @@ def template_variables(record: ClipRecord, stack: Stack, lang: str, options: Eco
     }
 
 
-def frame_views(record: ClipRecord, stack: Stack, prepared_dir: str) -> list[dict[str, Any]]:
-    """Each sampled frame as a template sees it: index, pts_ms, its time tag in the stack's format
-    (None for overlay, or when frame_ts is dropped), and the image marker."""
-    if not stack.has("frames"):
-        return []
-    views = []
-    for k, f in enumerate(record.frames):
-        frame_file(prepared_dir, f, record.clip_id)  # refuse a path that leaves the prepared folder
-        tag = frame_tag(stack.ts_format, f.pts_ms, f.index) if stack.has("frame_ts") else None
-        views.append({"index": f.index, "pts_ms": f.pts_ms, "tag": tag, "image": IMAGE.format(k)})
-    return views
-
-
-def _image_path(record: ClipRecord, k: int, stack: Stack, prepared_dir: str) -> str:
-    f = record.frames[k]
-    if stack.ts_format == "overlay" and stack.has("frame_ts"):
-        from avstack.prompting.overlay import overlay_frame
-
-        return overlay_frame(Path(prepared_dir), f.path, f.pts_ms)
-    return f.path
-
-
 def shown(
     record: ClipRecord,
     stack: Stack,
@@ -176,7 +136,7 @@ def shown(
     letters = [
         m.group(1) for c in variables["object_choices"] + variables["space_choices"] if (m := _OPTION.match(c.strip()))
     ]
-    stamps = [t for f in frames if f["tag"] and (t := parse_frame_tag(stack.ts_format, f["tag"])) is not None]
+    stamps = frame_times_told(frames, stack)
     overlaid = (
         [str(Path(prepared_dir) / p) for p in images] if stack.ts_format == "overlay" and stack.has("frame_ts") else []
     )
@@ -210,18 +170,8 @@ def build_request(
     last = record.last_frame
     last_shown = bool(frames) and last is not None and record.frames[-1].index == last.index
     variables |= {"frames": frames, "last_shown": last_shown}
-    images = [_image_path(record, k, stack, prepared_dir) for k in range(len(frames))]
-    parts: list[Part] = [
-        Image(images[p], record.frames[p].pts_ms) if isinstance(p, int) else Text(p)
-        for p in split_parts(prompts.render(lang, "user.j2", variables))
-    ]
-    if stack.has("video"):
-        if data_root is None:
-            raise ValueError("the video variant needs the data root (recorded in prepare.json)")
-        inside(data_root, record.video, f"clip {record.clip_id!r}: video", links=True)  # a manifest is input too
-        parts.insert(1, Video(f"{data_root}/{record.video}"))
-    if stack.has("audio"):
-        parts.insert(1, Audio(clip_sound(record, prepared_dir, stack.name)))
+    rendered = prompts.render(lang, "user.j2", variables)
+    parts, images = request_parts(rendered, record, stack, frames, prepared_dir, data_root)
     meta = {
         "clip_id": record.clip_id,
         "stack": stack.name,

@@ -1,0 +1,85 @@
+"""The parts of a request that every task builds the same way from a prepared clip and a stack:
+the frames as templates see them (their time tags), the images sent (overlaid when the time is
+burned in), the ASR block in the stack's word-time format, and where the clip's own video or
+sound goes. A task's prompt module keeps only what is its own (its templates and variables)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from avstack.io import inside
+from avstack.manifest import ClipRecord, frame_file
+from avstack.prompting.messages import Audio, Image, Part, Text, Video
+from avstack.prompting.sound import clip_sound
+from avstack.prompting.stacks import Stack
+from avstack.prompting.templates import IMAGE, split_parts
+from avstack.prompting.timefmt import frame_tag, parse_frame_tag, words_block
+
+# the clip's own video or sound goes right after the first text part (the instruction or question
+# it accompanies), before the frames; one place, so every task's requests agree
+MEDIA_AT = 1
+
+
+def frame_views(record: ClipRecord, stack: Stack, prepared_dir: str) -> list[dict[str, Any]]:
+    """Each sampled frame as a template sees it: index, pts_ms, its time tag in the stack's format
+    (None for overlay, or when frame_ts is dropped), and the image marker. A frame path that leaves
+    the prepared folder is refused (a manifest is input too)."""
+    if not stack.has("frames"):
+        return []
+    views = []
+    for k, f in enumerate(record.frames):
+        frame_file(prepared_dir, f, record.clip_id)
+        tag = frame_tag(stack.ts_format, f.pts_ms, f.index) if stack.has("frame_ts") else None
+        views.append({"index": f.index, "pts_ms": f.pts_ms, "tag": tag, "image": IMAGE.format(k)})
+    return views
+
+
+def image_path(record: ClipRecord, k: int, stack: Stack, prepared_dir: str) -> str:
+    """The picture sent for frame `k`: the prepared JPEG, or it with its time burned in (overlay)."""
+    f = record.frames[k]
+    if stack.ts_format == "overlay" and stack.has("frame_ts"):
+        from avstack.prompting.overlay import overlay_frame
+
+        return overlay_frame(Path(prepared_dir), f.path, f.pts_ms)
+    return f.path
+
+
+def frame_times_told(frames: list[dict[str, Any]], stack: Stack) -> list[int]:
+    """The frame times the tags tell, parsed back in their format (none for `index`)."""
+    return [t for f in frames if f["tag"] and (t := parse_frame_tag(stack.ts_format, f["tag"])) is not None]
+
+
+def asr_text(asr: dict[str, Any], stack: Stack) -> str:
+    """The transcript as the stack shows it: with word times in its word-time format, else the
+    text alone as JSON."""
+    if not stack.has("word_ts"):
+        return json.dumps({"text": asr.get("text", "")}, ensure_ascii=False)
+    words = [
+        {"text": w["text"], "begin_time": w["begin_time"], "end_time": w["end_time"]} for w in asr.get("words", [])
+    ]
+    return words_block(stack.word_ts_format, asr.get("text", ""), words)
+
+
+def request_parts(
+    rendered: str,
+    record: ClipRecord,
+    stack: Stack,
+    frames: list[dict[str, Any]],
+    prepared_dir: str,
+    data_root: str | None,
+) -> tuple[list[Part], list[str]]:
+    """A rendered user turn as parts (text, and each frame marker as its image with its pts), the
+    clip's video or sound placed at MEDIA_AT; also the image path of every frame view, in order."""
+    images = [image_path(record, k, stack, prepared_dir) for k in range(len(frames))]
+    chunks = split_parts(rendered)
+    parts: list[Part] = [Image(images[p], record.frames[p].pts_ms) if isinstance(p, int) else Text(p) for p in chunks]
+    if stack.has("video"):
+        if data_root is None:
+            raise ValueError("the video variant needs the data root (recorded in prepare.json)")
+        inside(data_root, record.video, f"clip {record.clip_id!r}: video", links=True)  # a manifest is input too
+        parts.insert(MEDIA_AT, Video(f"{data_root}/{record.video}"))
+    if stack.has("audio"):
+        parts.insert(MEDIA_AT, Audio(clip_sound(record, prepared_dir, stack.name)))
+    return parts, images
