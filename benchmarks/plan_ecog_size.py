@@ -21,6 +21,7 @@ from pathlib import Path
 
 import cv2
 
+from avstack.manifest import opened
 from avstack.prompting.stacks import make_stack
 from avstack.runs.ablation import plan_stacks
 from avstack.runs.plan import plan_table
@@ -76,7 +77,7 @@ def main() -> None:
             subprocess.run([*cmd, "--out", str(prepared), "--lang", "en"], check=True, capture_output=True)
         folder = ecog_sized(prepared, tmp / "ecog811")
         stacks = [make_stack("full"), make_stack("full", ["frame_ts"]), make_stack("full", ["word_ts"])]
-        plan = plan_stacks(EcogAblation(folder), stacks, args.model, tmp / "plan")
+        plan = plan_stacks(EcogAblation(opened(folder)), stacks, args.model, tmp / "plan")
     print(plan_table(plan))
     args.json.write_text(json.dumps(plan, indent=1, ensure_ascii=False) + "\n")
 

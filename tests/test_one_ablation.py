@@ -140,3 +140,19 @@ def test_every_task_places_the_clips_sound_where_ecog_does(prepared, questions):
             kinds = [type(p) for p in req.parts]
             assert kinds[:2] == [Text, Audio] and kinds.count(Audio) == 1, (task, kinds)
             assert Image in kinds[2:]
+
+
+@pytest.mark.parametrize("task", ["ecog", "videoqa"])
+def test_the_prepared_folder_is_opened_once_per_ablation(prepared, questions, tmp_path, monkeypatch, task):
+    """One manifest read for the whole ablation (every stack's requests, runs and scores), where
+    a videoqa ablation once read it about three times per stack."""
+    import avstack.manifest as manifest
+    from avstack.api import ablate
+
+    reads = []
+    real = manifest.load_manifest
+    monkeypatch.setattr(manifest, "load_manifest", lambda p: reads.append(p) or real(p))
+    extra = {"questions": questions} if task == "videoqa" else {}
+    report = ablate(prepared, "chance", tmp_path / "out", ["word_ts", "frame_ts"], ["text"], task=task, **extra)
+    assert not report.failed and (tmp_path / "out" / "text-no_word_ts" / "predictions.jsonl").is_file()
+    assert len(reads) == 1, reads

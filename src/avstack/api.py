@@ -8,13 +8,13 @@ registered tasks (EcoG, EgoGap) but imports them only inside the functions that 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from avstack.io import Progress
-from avstack.manifest import ClipRecord, FrameRef, frame_file, load_manifest
+from avstack.manifest import ClipRecord, FrameRef, Prepared
 from avstack.preparation.driver import PrepareReport
 from avstack.preparation.settings import PrepareSettings, parse_anchors
 
@@ -73,43 +73,6 @@ def prepare(
     s = PrepareSettings(anchors=parse_anchors(anchors), fps=fps, asr_model=asr_model, lang=lang, asr_mode=asr_mode)
     s = replace(s, **settings)
     return run_prepare(Path(data_root), Path(out), s, workers, progress, all_layouts(), executor, ray_address, include)
-
-
-class Prepared:
-    """A folder written by `prepare`: iterate its `ClipRecord`s (validated as they are read), look
-    clips up by id, and load a frame's image."""
-
-    def __init__(self, path: PathLike):
-        self.path = Path(path)
-        self._records = load_manifest(self.path)
-
-    def __iter__(self) -> Iterator[ClipRecord]:
-        return iter(self._records)
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-    def __getitem__(self, clip_id: str) -> ClipRecord:
-        for rec in self._records:
-            if rec.clip_id == clip_id:
-                return rec
-        raise KeyError(f"{self.path}: no clip {clip_id!r}")
-
-    def frame_path(self, record: ClipRecord, frame: FrameRef) -> Path:
-        """The JPEG of one of the record's frames (always inside the prepared folder)."""
-        return frame_file(self.path, frame, record.clip_id)
-
-    def load_image(self, record: ClipRecord, frame: FrameRef) -> np.ndarray:
-        """A frame as an RGB array (height x width x 3, uint8), upright as displayed."""
-        import cv2
-
-        bgr = cv2.imread(str(self.frame_path(record, frame)), cv2.IMREAD_COLOR)
-        if bgr is None:
-            raise OSError(f"{self.frame_path(record, frame)}: not a readable image")
-        return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-
-    def __repr__(self) -> str:
-        return f"Prepared({str(self.path)!r}, {len(self)} clips)"
 
 
 def sample_root() -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
@@ -284,3 +285,47 @@ def data_root_of(prepared: str | Path) -> str | None:
 def frame_file(prepared: str | Path, frame: FrameRef, clip_id: str) -> Path:
     """A frame's JPEG, which must lie inside the prepared folder."""
     return inside(prepared, frame.path, f"clip {clip_id!r}: frame {frame.index}")
+
+
+class Prepared:
+    """A folder written by `prepare`, opened once: its `ClipRecord`s (validated as they are read)
+    and its data root, read when opened and handed down the stages (a task's requests, runs and
+    scores of every stack), never reread; clips by id; a frame's image."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.records = load_manifest(self.path)
+        self.data_root = data_root_of(self.path)  # where the original videos are, if recorded
+
+    def __iter__(self) -> Iterator[ClipRecord]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, clip_id: str) -> ClipRecord:
+        for rec in self.records:
+            if rec.clip_id == clip_id:
+                return rec
+        raise KeyError(f"{self.path}: no clip {clip_id!r}")
+
+    def frame_path(self, record: ClipRecord, frame: FrameRef) -> Path:
+        """The JPEG of one of the record's frames (always inside the prepared folder)."""
+        return frame_file(self.path, frame, record.clip_id)
+
+    def load_image(self, record: ClipRecord, frame: FrameRef) -> Any:
+        """A frame as an RGB array (height x width x 3, uint8), upright as displayed."""
+        import cv2
+
+        bgr = cv2.imread(str(self.frame_path(record, frame)), cv2.IMREAD_COLOR)
+        if bgr is None:
+            raise OSError(f"{self.frame_path(record, frame)}: not a readable image")
+        return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+    def __repr__(self) -> str:
+        return f"Prepared({str(self.path)!r}, {len(self)} clips)"
+
+
+def opened(prepared: str | Path | Prepared) -> Prepared:
+    """A prepared folder as one opened value (as given when it is one already)."""
+    return prepared if isinstance(prepared, Prepared) else Prepared(prepared)

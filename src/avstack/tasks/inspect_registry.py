@@ -26,6 +26,7 @@ from inspect_ai.model import (
 from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState, generate
 
+from avstack.manifest import opened
 from avstack.prompting.messages import Audio, Image, Request, Text, Video, data_url
 from avstack.prompting.stacks import make_stack
 from avstack.tasks.ecog.metrics import METRICS, score_clip
@@ -197,7 +198,7 @@ def videoqa(
     stack = make_stack(variant, _list(drop), ts_format, word_ts_format)
     pairs, errors = joined(prepared, questions, questions_format)
     items = {it.id: it for it, _ in pairs}
-    work = work_items(pairs, stack, Path(prepared), Path(prompt) if prompt else None)
+    work = work_items(pairs, stack, opened(prepared), Path(prompt) if prompt else None)
     bad = [f"{w.id}: {w.error}" for w in work if w.request is None] + errors
     if bad:
         raise ValueError("; ".join(bad[:5]))

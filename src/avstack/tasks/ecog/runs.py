@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.io import DataError, Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
-from avstack.manifest import ClipRecord, data_root_of, load_manifest
+from avstack.manifest import ClipRecord, Prepared, opened
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack
 from avstack.runs.engine import Asking, RunSettings, WorkItem, run_items
@@ -36,15 +36,14 @@ def gt_of(record: ClipRecord) -> GtClip:
 
 
 def requests_for(
-    prepared: Path, stack: Stack, options: EcogOptions = EcogOptions()
+    prepared: str | Path | Prepared, stack: Stack, options: EcogOptions = EcogOptions()
 ) -> tuple[list[tuple[ClipRecord, Request]], list[tuple[ClipRecord, str]]]:
     """The request of every usable clip, and the clips whose record cannot make one (a frame path
     that leaves the prepared folder, ...) with the reason: a manifest is input too."""
-    root = data_root_of(prepared)
-    folder = str(Path(prepared).resolve())
+    p = opened(prepared)
+    root, folder, records = p.data_root, str(p.path.resolve()), p.records
     pairs, problems = [], []
-    records = load_manifest(prepared)
-    require_ground_truth(prepared, records)
+    require_ground_truth(p.path, records)
     for r in records:
         if usable(r):
             req, why = request_or_problem(r, stack, folder, options, root)
@@ -98,7 +97,7 @@ def truth_of(record: ClipRecord) -> dict[str, Any]:
 
 
 def run(
-    prepared: str | Path,
+    prepared: str | Path | Prepared,
     backend: Backend,
     stack: Stack,
     out: str | Path,
@@ -111,12 +110,12 @@ def run(
 ) -> Path:
     """Answer every usable EcoG clip of a prepared folder (or those in `only`, by clip id; a later
     call with more resumes the same folder); returns the predictions file."""
-    prepared = Path(prepared)
+    prepared = opened(prepared)
     meta = {
         "task": "ecog",
         **stack.to_meta(),
         "prompt_version": PROMPT_VERSION,
-        "prepared": str(prepared.resolve()),
+        "prepared": str(prepared.path.resolve()),
         "coord_order": options.coord_order,
         "asr_source": options.asr_source or "default",
         "prompt": prompt_record(options),
@@ -134,16 +133,16 @@ def run(
 
 
 def score_and_write(
-    run_dir: str | Path, prepared: str | Path | None = None, only: set[str] | None = None
+    run_dir: str | Path, prepared: str | Path | Prepared | None = None, only: set[str] | None = None
 ) -> tuple[str, EcogResult, dict[str, Any]]:
     """Score a run folder once against its prepared folder (recorded in run.json unless given),
     over every usable clip or those in `only`; writes score.json; returns (label, result, score JSON)."""
     run_dir = Path(run_dir)
     meta = read_json_file(run_dir / "run.json", dict)
     prepared = prepared if prepared is not None else meta.get("prepared")
-    if not isinstance(prepared, (str, Path)):
+    if not isinstance(prepared, (str, Path, Prepared)):
         raise ValueError(f"{run_dir / 'run.json'}: no 'prepared' folder recorded")
-    clips = [gt_of(r) for r in load_manifest(prepared) if usable(r) and (only is None or r.clip_id in only)]
+    clips = [gt_of(r) for r in opened(prepared) if usable(r) and (only is None or r.clip_id in only)]
     result = score(clips, read_predictions(run_dir / "predictions.jsonl"))
     js = result.to_json()
     write_json_atomic(run_dir / "score.json", js)

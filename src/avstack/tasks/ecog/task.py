@@ -7,6 +7,7 @@ from pathlib import Path
 
 from avstack.analysis.tables import Report
 from avstack.io import DataError, read_predictions
+from avstack.manifest import Prepared, opened
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack, interface_pairs, make_stack
 from avstack.runs.ablation import Scored
@@ -30,7 +31,7 @@ EVERY_OPTION = frozenset({"variants", "subsets", "cluster", "ts_format", "word_t
 class EcogAblation:
     """EcoG-Bench as the ablation engine sees it: its clips, their requests, runs and scores."""
 
-    prepared: Path
+    prepared: Prepared  # opened once: every stack's requests, runs and scores read it
     options: EcogOptions = EcogOptions()
     name: str = "ecog"
     metrics: tuple[str, ...] = tuple(METRICS)
@@ -78,7 +79,7 @@ def options_of(inputs: TaskInputs) -> EcogOptions:
 
 
 def ablation(prepared: Path, inputs: TaskInputs) -> EcogAblation:
-    return EcogAblation(Path(prepared), options_of(inputs))
+    return EcogAblation(opened(prepared), options_of(inputs))
 
 
 def write_requests(prepared: Path, inputs: TaskInputs, out: Path, stack: Stack, fmt: str, media: str) -> int:

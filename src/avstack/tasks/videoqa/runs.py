@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.io import DataError, Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
-from avstack.manifest import ClipRecord, data_root_of, load_manifest
+from avstack.manifest import ClipRecord, Prepared, data_root_of, opened
 from avstack.prompting.stacks import Stack
 from avstack.runs.engine import Asking, RunSettings, WorkItem, run_items
 from avstack.runs.runners import Backend
@@ -18,13 +18,13 @@ from avstack.tasks.videoqa.score import score
 
 
 def joined(
-    prepared: str | Path, questions: str | Path, fmt: str = "auto"
+    prepared: str | Path | Prepared, questions: str | Path, fmt: str = "auto"
 ) -> tuple[list[tuple[Item, ClipRecord | None]], list[str]]:
     """Each question with the prepared record of its video (None when that video was not prepared
     or failed), and the questions file's row errors."""
-    root = data_root_of(prepared)
-    items, errors = load_questions(questions, fmt, root)
-    records = {r.video: r for r in load_manifest(prepared)}
+    p = opened(prepared)
+    items, errors = load_questions(questions, fmt, p.data_root)
+    records = {r.video: r for r in p.records}
     if items and not any(it.video in records for it in items):
         raise DataError(
             f"none of the {len(items)} questions of {questions} names a video prepared in {prepared} "
@@ -35,9 +35,9 @@ def joined(
 
 
 def work_items(
-    pairs: list[tuple[Item, ClipRecord | None]], stack: Stack, prepared: Path, prompt_dir: Path | None
+    pairs: list[tuple[Item, ClipRecord | None]], stack: Stack, prepared: Prepared, prompt_dir: Path | None
 ) -> list[WorkItem]:
-    root, folder = data_root_of(prepared), str(prepared.resolve())
+    root, folder = prepared.data_root, str(prepared.path.resolve())
     out = []
     for item, rec in pairs:
         record = {"kind": item.kind}
@@ -67,7 +67,7 @@ def work_items(
 
 
 def run(
-    prepared: str | Path,
+    prepared: str | Path | Prepared,
     questions: str | Path,
     backend: Backend,
     stack: Stack,
@@ -79,11 +79,13 @@ def run(
     backend_id: str | None = None,
     progress: Progress | None = None,
     only: set[str] | None = None,
+    joined_pairs: tuple[list[tuple[Item, ClipRecord | None]], list[str]] | None = None,
 ) -> tuple[Path, list[str]]:
     """Answer every question (or those in `only`, by id; a later call with more resumes the same
-    folder); returns the predictions file and the questions file's row errors."""
-    prepared = Path(prepared)
-    pairs, errors = joined(prepared, questions, fmt)
+    folder); returns the predictions file and the questions file's row errors. `joined_pairs`: the
+    questions joined with their clips already (`joined`), as an ablation holds them for its stacks."""
+    prepared = opened(prepared)
+    pairs, errors = joined_pairs or joined(prepared, questions, fmt)
     if only is not None:
         pairs = [(it, rec) for it, rec in pairs if it.id in only]
     by_id = {it.id: it for it, _ in pairs}
@@ -91,7 +93,7 @@ def run(
         "task": "videoqa",
         **stack.to_meta(),
         "prompt_version": PROMPT_VERSION,
-        "prepared": str(prepared.resolve()),
+        "prepared": str(prepared.path.resolve()),
         "questions": str(Path(questions).resolve()),
         "questions_format": fmt,
         "prompt": {
@@ -144,7 +146,7 @@ def write_requests(
     from avstack.prompting.messages import render
 
     pairs, errors = joined(prepared, questions, qformat)
-    items = work_items(pairs, stack, Path(prepared), prompt_dir)
+    items = work_items(pairs, stack, opened(prepared), prompt_dir)
     bad = [f"{w.id}: {w.error}" for w in items if w.request is None] + errors
     if bad:
         raise DataError(f"{len(bad)} questions cannot be rendered: " + "; ".join(bad[:3]))

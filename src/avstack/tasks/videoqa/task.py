@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from avstack.analysis.tables import Report, markdown_table
 from avstack.io import read_predictions
+from avstack.manifest import ClipRecord, Prepared, opened
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack, make_stack
 from avstack.runs.ablation import Scored
@@ -14,7 +16,7 @@ from avstack.runs.engine import Asking
 from avstack.runs.runners import make_backend
 from avstack.tasks import Outcome, RunJob, Task, TaskInputs, failed_items, refuse_inputs, too_many_missing
 from avstack.tasks.videoqa.baselines import BASELINES
-from avstack.tasks.videoqa.data import load_questions
+from avstack.tasks.videoqa.data import Item, load_questions
 from avstack.tasks.videoqa.report import score_rows, write_report
 from avstack.tasks.videoqa.runs import joined, run, score_run, work_items, write_requests
 from avstack.tasks.videoqa.score import score
@@ -60,7 +62,7 @@ class QaAblation:
     """Video questions as the ablation engine sees them: per question `correct` (accuracy; R@0.5
     for grounding)."""
 
-    prepared: Path
+    prepared: Prepared  # opened once, the questions joined with it once (`pairs`): read by every stack
     questions: Path
     questions_format: str = "auto"
     prompt_dir: Path | None = None
@@ -69,16 +71,20 @@ class QaAblation:
     unit: str = "questions"
     honours: frozenset[str] = frozenset({"variants", "subsets", "cluster", "ts_format", "word_ts_format", "until"})
 
+    @cached_property
+    def pairs(self) -> tuple[list[tuple[Item, ClipRecord | None]], list[str]]:
+        return joined(self.prepared, self.questions, self.questions_format)
+
     def items(self) -> list[str]:
-        return [it.id for it, rec in joined(self.prepared, self.questions, self.questions_format)[0] if rec and rec.ok]
+        return [it.id for it, rec in self.pairs[0] if rec and rec.ok]
 
     def requests(self, stack: Stack) -> list[Request]:
-        pairs, _ = joined(self.prepared, self.questions, self.questions_format)
-        return [w.request for w in work_items(pairs, stack, self.prepared, self.prompt_dir) if w.request is not None]
+        work = work_items(self.pairs[0], stack, self.prepared, self.prompt_dir)
+        return [w.request for w in work if w.request is not None]
 
     def run(self, stack: Stack, run_dir: Path, runner: Asking, only: set[str] | None) -> None:
         b = runner
-        args = (self.questions_format, self.prompt_dir, b.cache_dir, b.backend_id, b.progress, only)
+        args = (self.questions_format, self.prompt_dir, b.cache_dir, b.backend_id, b.progress, only, self.pairs)
         run(self.prepared, self.questions, b.backend, stack, run_dir, b.settings, *args)
 
     def score(self, stack: Stack, run_dir: Path, only: set[str] | None) -> Scored:
@@ -98,7 +104,7 @@ def questions_of(inputs: TaskInputs) -> Path:
 
 
 def ablation(prepared: Path, inputs: TaskInputs) -> QaAblation:
-    return QaAblation(Path(prepared), questions_of(inputs), inputs.questions_format, inputs.prompt)
+    return QaAblation(opened(prepared), questions_of(inputs), inputs.questions_format, inputs.prompt)
 
 
 def write_task_requests(prepared: Path, inputs: TaskInputs, out: Path, stack: Stack, fmt: str, media: str) -> int:
