@@ -30,12 +30,20 @@ from .common import (
 
 @app.command()
 def ablate(
-    prepared: Annotated[Path, typer.Argument(help="A folder written by `avstack prepare`")],
     model: Annotated[str, typer.Option(help="oracle, chance, deixis, openai:MODEL, replay:FILE")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for one run per stack and the report")],
     drop: Annotated[list[str], typer.Option(help="Anchor to drop (repeatable)")] = [],  # noqa: B006
+    prepared: Annotated[
+        Path | None, typer.Argument(help="A folder written by `avstack prepare` (ecog, videoqa)")
+    ] = None,
     variants: Annotated[
-        str, typer.Option(help="Comma list of extra variants: text, video, omni, video_asr (each with its --drop)")
+        str,
+        typer.Option(
+            help=(
+                "Comma list of extra variants: text, video, omni, video_asr (each with its --drop); egogap: "
+                "vflip, hflip, gray, downscale, text, n3, swap_motor, egoplan, exclusion, shuffleN"
+            )
+        ),
     ] = "",
     concurrency: Annotated[int, typer.Option()] = 4,
     base_url: Annotated[str | None, typer.Option()] = None,
@@ -53,7 +61,10 @@ def ablate(
     ] = "ms",
     word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
-    task: Annotated[str, typer.Option(help="ecog, or videoqa (with --questions)")] = "ecog",
+    task: Annotated[str, typer.Option(help="ecog, videoqa (with --questions) or egogap (with --bundles)")] = "ecog",
+    bundles: Annotated[Path | None, typer.Option(help="EgoGap *.bundles.jsonl")] = None,
+    images: Annotated[Path | None, typer.Option(help="EgoGap image folder (COCO train2017, wikimedia)")] = None,
+    style: Annotated[str, typer.Option(help="EgoGap prompt style: default, egoplan, exclusion")] = "default",
     questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
     questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
     variant: Annotated[
@@ -110,7 +121,14 @@ def ablate(
         chosen = get_task(task)
         if chosen.ablation is None:
             fail(f"--task {task} has no ablation")
-        inputs = TaskInputs(questions=questions, questions_format=questions_format, prompt=prompt)
+        inputs = TaskInputs(
+            questions=questions,
+            questions_format=questions_format,
+            prompt=prompt,
+            bundles=bundles,
+            images=images,
+            style=style,
+        )
         target = chosen.ablation(prepared, inputs)
         engine.refused(target, spec)
     budget, bill = None, None

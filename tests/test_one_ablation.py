@@ -77,11 +77,11 @@ def test_an_option_a_task_cannot_honour_is_refused_naming_it():
     class Narrow:
         name, metrics, unit, honours = "narrow", ("correct",), "items", frozenset({"variants"})
 
-    with pytest.raises(UnsupportedOption, match=r"task narrow cannot honour cluster, until; it honours variants"):
+    with pytest.raises(UnsupportedOption, match=r"task narrow cannot honour drop, cluster, until; it honours variants"):
         refused(Narrow(), AblationSpec(("word_ts",), cluster="scene", until="decided"))  # type: ignore[arg-type]
-    refused(Narrow(), AblationSpec(("word_ts",), ("omni",)))  # type: ignore[arg-type]
+    refused(Narrow(), AblationSpec((), ("omni",)))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="variant: expected one of"):
-        AblationSpec(("word_ts",), ("omnii",))
+        stacks_to_run(AblationSpec(("word_ts",), ("omnii",)))
     with pytest.raises(ValueError, match=r"until decided\) needs a dropped cue or a variant"):
         AblationSpec(until="decided")
 
@@ -92,9 +92,9 @@ def test_time_formats_and_variants_give_the_same_stacks_on_every_task():
     assert names == ["full", "full@index", "full-no_frame_ts", "full-no_frame_ts@index", "omni", "omni-no_frame_ts"]
 
 
-def test_a_task_without_an_ablation_or_with_inputs_it_does_not_take_exits_2(prepared, questions, tmp_path):
+def test_inputs_a_task_does_not_take_exit_2(prepared, questions, tmp_path):
     res = CliRunner().invoke(app, ["ablate", str(prepared), "--task", "egogap", "--model", "chance", "-o", "x"])
-    assert res.exit_code == 2 and "has no ablation" in res.output
+    assert res.exit_code == 2 and "--task egogap reads --bundles and --images, not a PREPARED folder" in res.output
     args = ["ablate", str(prepared), "--questions", str(questions), "--model", "chance", "-o", str(tmp_path / "o")]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 2 and "--task ecog takes no --questions" in res.output
@@ -156,3 +156,65 @@ def test_the_prepared_folder_is_opened_once_per_ablation(prepared, questions, tm
     report = ablate(prepared, "chance", tmp_path / "out", ["word_ts", "frame_ts"], ["text"], task=task, **extra)
     assert not report.failed and (tmp_path / "out" / "text-no_word_ts" / "predictions.jsonl").is_file()
     assert len(reads) == 1, reads
+
+
+def _score_of(out: Path) -> dict:
+    return json.loads((out / "score.json").read_text())
+
+
+@pytest.mark.parametrize("model", ["chance", "chance:7"])
+def test_egogap_conditions_as_one_ablation_give_what_run_gives(tmp_path, model):
+    """EgoGap's image variants, option formats and shuffles as stacks of one ablation: per stack
+    the accuracies and n4 error rates of a plain `run` of that condition, the paired deltas
+    against the baseline, each stack's error rates in the report."""
+    from test_egogap import _bundles, _images
+
+    bundles, images = _bundles(tmp_path / "b.jsonl"), _images(tmp_path / "img")
+    out = tmp_path / "abl"
+    args = ["ablate", "--task", "egogap", "--bundles", str(bundles), "--images", str(images), "--model", model]
+    res = CliRunner().invoke(app, [*args, "--variants", "vflip,n3,shuffle3,egoplan", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    conditions = {"default-image": [], "default-vflip": ["--variant", "vflip"], "default-image-n3": ["--options", "n3"]}
+    conditions |= {"default-image-shuffle3": ["--shuffle-seed", "3"], "egoplan-image": ["--style", "egoplan"]}
+    for name, extra in conditions.items():
+        alone = tmp_path / f"run-{name}"
+        run = ["run", "--task", "egogap", "--bundles", str(bundles), "--images", str(images), "--model", model]
+        done = CliRunner().invoke(app, [*run, *extra, "--out", str(alone)])
+        assert done.exit_code == 0, done.output
+        mine, theirs = _score_of(out / name), _score_of(alone)
+        assert mine["groups"] == theirs["groups"] and mine["n4_errors"] == theirs["n4_errors"], name
+    report = (out / "report.md").read_text()
+    assert "## Deltas vs" in report and "motor intrusion (n4)" in report and (out / "delta.csv").is_file()
+    assert set((out / "delta.csv").read_text().split("\n")[0].split(",")) >= {"run", "metric", "delta"}
+
+
+def test_egogap_ablation_refuses_what_it_cannot_do_and_names_failed_stacks(tmp_path):
+    from test_egogap import _bundles
+
+    bundles = _bundles(tmp_path / "b.jsonl")
+    base = ["ablate", "--task", "egogap", "--bundles", str(bundles), "--model", "chance", "--out", str(tmp_path / "o")]
+    res = CliRunner().invoke(app, [*base, "--drop", "word_ts"])
+    assert res.exit_code == 2 and "--task egogap cannot honour --drop" in res.output
+    res = CliRunner().invoke(app, [*base, "--variants", "sideways"])
+    assert res.exit_code == 2 and "egogap variant: expected full" in res.output
+    res = CliRunner().invoke(app, [*base, "--variant", "text", "--variants", "vflip", "--images", str(tmp_path / "no")])
+    assert res.exit_code == 1 and "default-vflip [FAILED: 8 of 8 requests]" in res.output  # marked in the table
+    assert "chance default-vflip: 8 of 8 requests failed" in res.output and "--retry-failed" in res.output
+
+
+def test_egogap_ablation_on_the_shared_coco_bundles_matches_run(tmp_path):
+    """The benchmark's own COCO bundles (no images here: the text condition as the baseline), with
+    the offline chance baseline: each stack's accuracies are those of a plain run."""
+    bundles = shared_path("egogapbench", "coco_default.bundles.jsonl")
+    out = tmp_path / "abl"
+    args = ["ablate", "--task", "egogap", "--bundles", str(bundles), "--model", "chance", "--variant", "text"]
+    res = CliRunner().invoke(app, [*args, "--variants", "n3,shuffle1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    for name, extra in (("default-text", []), ("default-text-n3", ["--options", "n3"])):
+        alone = tmp_path / name
+        run = ["run", "--task", "egogap", "--bundles", str(bundles), "--model", "chance", "--variant", "text"]
+        assert CliRunner().invoke(app, [*run, *extra, "--out", str(alone)]).exit_code == 0
+        mine, theirs = _score_of(out / name), _score_of(alone)
+        assert mine["groups"] == theirs["groups"] and mine["n4_errors"] == theirs["n4_errors"], name
+        assert mine["counts"]["items"] > 800
+    assert "Deltas vs `chance default-text`" in (out / "report.md").read_text()

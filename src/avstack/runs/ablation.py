@@ -28,6 +28,8 @@ from avstack.runs.engine import Asking
 from avstack.runs.plan import plan_requests, usage_section, write_plan
 
 UNTIL = ("all", "decided")
+# every option of an ablation of input stacks (AblationSpec.asks_for names): what EcoG and videoqa honour
+ANCHOR_OPTIONS = frozenset({"drop", "variants", "subsets", "cluster", "ts_format", "word_ts_format", "until"})
 
 
 @dataclass(frozen=True)
@@ -52,15 +54,13 @@ class AblationSpec:
             raise ValueError(f"until: expected all or decided, got {self.until!r}")
         if not self.ts_formats:
             raise ValueError("ts_formats: expected at least one frame-time format")
-        bad = [v for v in (self.baseline, *self.variants) if v not in VARIANTS]
-        if bad:
-            raise ValueError(f"variant: expected one of {', '.join(VARIANTS)}, got {', '.join(map(repr, bad))}")
         if self.until == "decided" and not (self.drops or self.variants):
             raise ValueError("a sequential ablation (until decided) needs a dropped cue or a variant: no contrast")
 
     def asks_for(self) -> list[str]:
         """The options this spec sets away from their defaults (what a task must be able to do)."""
         wanted = {
+            "drop": bool(self.drops),
             "variants": bool(self.variants),
             "subsets": self.subsets,
             "cluster": self.cluster is not None,
@@ -76,7 +76,7 @@ class Scored:
     """One stack's run, scored over the items asked: per item its metrics (for the cue values and
     the sequential contrasts), its request failures, and whatever the task keeps for its report."""
 
-    stack: Stack
+    stack: Any  # a prompting Stack, or a task's own condition with a `name`
     run_dir: Path
     per_item: Mapping[str, Mapping[str, Any]]
     native: Any = None
@@ -90,13 +90,18 @@ class AblationTask(Protocol):
     honours: frozenset[str]  # AblationSpec.asks_for names this task carries out
     unit: str  # what its items are called in the report: clips, questions, ...
 
+    def stacks(self, spec: AblationSpec) -> Sequence[Any]:
+        """The stacks the spec asks for, the baseline first (each with a unique `name`): the input
+        stacks of anchors (`stacks_to_run`), or a task's own conditions (EgoGap's)."""
+        ...
+
     def items(self) -> list[str]: ...
 
-    def requests(self, stack: Stack) -> list[Request]: ...
+    def requests(self, stack: Any) -> list[Request]: ...
 
-    def run(self, stack: Stack, run_dir: Path, runner: Asking, only: set[str] | None) -> None: ...
+    def run(self, stack: Any, run_dir: Path, runner: Asking, only: set[str] | None) -> None: ...
 
-    def score(self, stack: Stack, run_dir: Path, only: set[str] | None) -> Scored: ...
+    def score(self, stack: Any, run_dir: Path, only: set[str] | None) -> Scored: ...
 
     def report(
         self, scored: list[Scored], out: Path, cluster: str | None, only: set[str] | None
@@ -151,7 +156,10 @@ def subset_plan(spec: AblationSpec) -> list[Subset]:
 
 
 def stacks_to_run(spec: AblationSpec) -> list[Stack]:
-    """The stacks an ablation runs, in order (the baseline first)."""
+    """The input stacks an ablation of anchors runs, in order (the baseline first)."""
+    bad = [v for v in (spec.baseline, *spec.variants) if v not in VARIANTS]
+    if bad:
+        raise ValueError(f"variant: expected one of {', '.join(VARIANTS)}, got {', '.join(map(repr, bad))}")
     if not spec.subsets:
         return ablation_stacks(spec)
     stacks = [s.stack for s in subset_plan(spec) if s.same_as is None]
@@ -164,7 +172,7 @@ def stacks_to_run(spec: AblationSpec) -> list[Stack]:
 
 def plan_stacks(
     task: AblationTask,
-    stacks: Sequence[Stack],
+    stacks: Sequence[Any],
     model: str,
     out: str | Path,
     detail: str = "high",
@@ -182,7 +190,7 @@ def plan(task: AblationTask, spec: AblationSpec, model: str, out: str | Path, *c
     """What the ablation would ask and cost, written to out/plan.json; nothing sent. `costing`:
     plan_stacks' detail, max_output_tokens and prices_file."""
     refused(task, spec)
-    return plan_stacks(task, stacks_to_run(spec), model, out, *costing)
+    return plan_stacks(task, task.stacks(spec), model, out, *costing)
 
 
 def ablate(
@@ -197,7 +205,7 @@ def ablate(
     the usage the servers reported. `Report.failed` names the stacks whose requests failed."""
     refused(task, spec)
     out = Path(out)
-    stacks = stacks_to_run(spec)
+    stacks = list(task.stacks(spec))
     bill = bill or plan(task, spec, runner.backend_id or str(getattr(runner.backend, "name", "backend")), out)
     only: set[str] | None = None
     stop: dict[str, Any] | None = None
@@ -220,7 +228,7 @@ def ablate(
 
 
 def _ask_until_decided(
-    task: AblationTask, spec: AblationSpec, runner: Asking, out: Path, stacks: list[Stack]
+    task: AblationTask, spec: AblationSpec, runner: Asking, out: Path, stacks: list[Any]
 ) -> tuple[list[str], dict[str, Any]]:
     """Items in a seeded random order, in rounds, until every contrast (the baseline against each
     other stack) is decided; every stack's run folder holds the same items at each stop."""

@@ -66,6 +66,9 @@ class TaskInputs:
     prompt: Path | None = None
     asr: str | None = None  # EcoG: whose words (whisper, or the annotations' source)
     coord_order: str = "xy"  # EcoG: the order of a point's coordinates in answers
+    bundles: Path | None = None  # EgoGap: the *.bundles.jsonl file
+    images: Path | None = None  # EgoGap: the image folder
+    style: str = "default"  # EgoGap: the prompt style
 
     def given(self) -> list[str]:
         """The inputs set away from their defaults, by their flag names."""
@@ -73,8 +76,17 @@ class TaskInputs:
             "questions": self.questions is not None,
             "asr": self.asr is not None,
             "coord_order": self.coord_order != "xy",
+            "bundles": self.bundles is not None,
+            "images": self.images is not None,
+            "style": self.style != "default",
         }
         return [name for name, on in wanted.items() if on]
+
+
+def needs_prepared(task: str, prepared: Path | None) -> Path:
+    if prepared is None:
+        raise ValueError(f"--task {task} needs the PREPARED folder (written by `avstack prepare`)")
+    return Path(prepared)
 
 
 def refuse_inputs(task: str, inputs: TaskInputs, takes: Sequence[str]) -> None:
@@ -96,7 +108,7 @@ class Task:
     report: Callable[[list[Path], Path, str | None], Report]  # run folders (first = baseline), out, cluster
     # the task as the ablation engine sees it (avstack.runs.ablation.AblationTask), for a prepared
     # folder and the task's inputs; None: the task has no ablation
-    ablation: Callable[[Path, TaskInputs], Any] | None = None
+    ablation: Callable[[Path | None, TaskInputs], Any] | None = None
     # `avstack stacks`: each item's rendered request under one stack into a JSONL file, in a format
     # (openai, gemini, hf, neutral) with media as paths or inline; returns how many; None: none
     write_requests: Callable[[Path, TaskInputs, Path, Any, str, str], int] | None = None

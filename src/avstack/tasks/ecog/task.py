@@ -10,10 +10,19 @@ from avstack.io import DataError, read_predictions
 from avstack.manifest import Prepared, opened
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack, interface_pairs, make_stack
-from avstack.runs.ablation import Scored
+from avstack.runs.ablation import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
 from avstack.runs.engine import Asking
 from avstack.runs.runners import make_backend
-from avstack.tasks import Outcome, RunJob, Task, TaskInputs, failed_items, refuse_inputs, too_many_missing
+from avstack.tasks import (
+    Outcome,
+    RunJob,
+    Task,
+    TaskInputs,
+    failed_items,
+    needs_prepared,
+    refuse_inputs,
+    too_many_missing,
+)
 from avstack.tasks.ecog.baselines import BASELINES
 from avstack.tasks.ecog.data import load_gt
 from avstack.tasks.ecog.export import write_stacks
@@ -23,8 +32,6 @@ from avstack.tasks.ecog.prompt import EcogOptions
 from avstack.tasks.ecog.report import interface_section, item_tables, summary_table, write_report
 from avstack.tasks.ecog.runs import load_run, prompt_of, prompt_record, requests_for, run, score_and_write
 from avstack.tasks.ecog.score import score
-
-EVERY_OPTION = frozenset({"variants", "subsets", "cluster", "ts_format", "word_ts_format", "until"})
 
 
 @dataclass(frozen=True)
@@ -36,7 +43,10 @@ class EcogAblation:
     name: str = "ecog"
     metrics: tuple[str, ...] = tuple(METRICS)
     unit: str = "clips"
-    honours: frozenset[str] = EVERY_OPTION
+    honours: frozenset[str] = ANCHOR_OPTIONS
+
+    def stacks(self, spec: AblationSpec) -> list[Stack]:
+        return stacks_to_run(spec)
 
     def items(self) -> list[str]:
         return [r.clip_id for r, _ in requests_for(self.prepared, make_stack("full"), self.options)[0]]
@@ -78,8 +88,8 @@ def options_of(inputs: TaskInputs) -> EcogOptions:
     return EcogOptions(inputs.coord_order, inputs.asr, prompt_dir=inputs.prompt)
 
 
-def ablation(prepared: Path, inputs: TaskInputs) -> EcogAblation:
-    return EcogAblation(opened(prepared), options_of(inputs))
+def ablation(prepared: Path | None, inputs: TaskInputs) -> EcogAblation:
+    return EcogAblation(opened(needs_prepared("ecog", prepared)), options_of(inputs))
 
 
 def write_requests(prepared: Path, inputs: TaskInputs, out: Path, stack: Stack, fmt: str, media: str) -> int:

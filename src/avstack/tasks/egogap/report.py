@@ -132,7 +132,10 @@ def delta_section(runs: list[tuple[str, str, dict[str, Any]]], out: Path, cluste
 
 
 def write_egogap_report(
-    runs: list[tuple[str, str, dict[str, Any]]], out_dir: str | Path, cluster: str | None = None
+    runs: list[tuple[str, str, dict[str, Any]]],
+    out_dir: str | Path,
+    cluster: str | None = None,
+    notes: list[str] | None = None,
 ) -> Report:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -147,6 +150,7 @@ def write_egogap_report(
         "",
         markdown_table(header, rows),
         "",
+        *(notes or []),
     ]
     agreement = rank_agreement(runs)
     if agreement:

@@ -43,9 +43,14 @@ def run_egogap(
     backend_id: str | None = None,
     cache_dir: Path | None = None,
     progress: Progress | None = None,
+    only: set[str] | None = None,
+    loaded: list[Item] | None = None,
 ) -> Path:
+    """Answer every item of the bundles (or those in `only`, by uid; a later call with more resumes
+    the same folder); `loaded`: the bundles' items read already (an ablation reads them once)."""
     out = Path(out)
-    items = load_bundles(bundles)
+    items = loaded if loaded is not None else load_bundles(bundles)
+    items = [it for it in items if only is None or it.uid in only]
     meta = {
         "task": "egogap",
         "stack": stack.name,
@@ -61,10 +66,13 @@ def run_egogap(
     return run_items(work, out, _parse, meta, Asking(backend, backend_id, cache_dir, settings, progress), "uid")
 
 
-def score_egogap_run(run_dir: str | Path) -> dict[str, Any]:
+def score_egogap_run(run_dir: str | Path, only: set[str] | None = None) -> dict[str, Any]:
+    """Score a run folder against its bundles (recorded in run.json): every item, or those in
+    `only`; writes score.json and per_item.csv."""
     run_dir = Path(run_dir)
     meta = read_json_file(run_dir / "run.json", dict)
-    result = score(load_bundles(meta["bundles"]), read_predictions(run_dir / "predictions.jsonl"))
+    items = [it for it in load_bundles(meta["bundles"]) if only is None or it.uid in only]
+    result = score(items, read_predictions(run_dir / "predictions.jsonl"))
     write_json_atomic(run_dir / "score.json", result)
     from avstack.tasks.egogap.report import per_item
 

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
-from avstack.analysis.tables import Report, markdown_table
-from avstack.io import read_predictions
-from avstack.runs.engine import count_causes
+from avstack.analysis.tables import Report, failed_label, failures_note, markdown_table
+from avstack.io import read_json_file, read_predictions
+from avstack.prompting.messages import Request
+from avstack.runs.ablation import AblationSpec, Scored, request_failures
+from avstack.runs.engine import Asking, count_causes
 from avstack.runs.runners import make_backend
-from avstack.tasks import Outcome, RunJob, Task, failed_items, too_many_missing
+from avstack.tasks import Outcome, RunJob, Task, TaskInputs, failed_items, refuse_inputs, too_many_missing
 from avstack.tasks.egogap.baselines import BASELINES
-from avstack.tasks.egogap.data import load_bundles
-from avstack.tasks.egogap.report import load_egogap_run, score_rows, write_egogap_report
-from avstack.tasks.egogap.runs import run_egogap, score_egogap_run
+from avstack.tasks.egogap.data import Item, load_bundles
+from avstack.tasks.egogap.prompt import STYLES
+from avstack.tasks.egogap.report import ITEM_METRICS, load_egogap_run, per_item, score_rows, write_egogap_report
+from avstack.tasks.egogap.runs import run_egogap, score_egogap_run, work_items
 from avstack.tasks.egogap.score import score
-from avstack.tasks.egogap.stack import EgoGapStack
+from avstack.tasks.egogap.stack import IMAGE_VARIANTS, OPTION_VARIANTS, EgoGapStack
 
 
 def run_job(job: RunJob) -> Outcome:
@@ -36,6 +43,94 @@ def run_job(job: RunJob) -> Outcome:
     causes = count_causes(error.removeprefix("failed: ") for error in failed)
     notes = failed_items(len(failed), len(result["items"]), causes)
     return Outcome(markdown_table(*score_rows([(job.model, stack.name, result)])), notes, bool(notes), result=result)
+
+
+EGOGAP_OPTIONS = frozenset({"variants", "cluster", "until"})  # no anchors: no drops, subsets or time formats
+
+
+def condition(token: str, base: EgoGapStack) -> EgoGapStack:
+    """One EgoGap condition as an ablation names it: `full` (the base), an image variant (vflip,
+    hflip, gray, downscale, text), an option format (n3, swap_motor), a prompt style (egoplan,
+    exclusion) or `shuffleN` (the options shuffled with seed N)."""
+    if token in ("full", "image"):
+        return base
+    if token in IMAGE_VARIANTS:
+        return replace(base, image=token)
+    if token in OPTION_VARIANTS:
+        return replace(base, options=token)
+    if token in STYLES:
+        return replace(base, style=token)
+    if token.startswith("shuffle") and token[len("shuffle") :].isdigit():
+        return replace(base, shuffle_seed=int(token[len("shuffle") :]))
+    known = [*IMAGE_VARIANTS, *OPTION_VARIANTS[1:], *STYLES]
+    raise ValueError(f"egogap variant: expected full, {', '.join(known)} or shuffleN; got {token!r}")
+
+
+@dataclass(frozen=True)
+class EgoGapAblation:
+    """EgoGapBench as the ablation engine sees it: its conditions (image variants, option formats,
+    styles, shuffles) as stacks of one ablation over the bundles' items, read once."""
+
+    bundles: Path
+    images: Path | None = None
+    style: str = "default"
+    name: str = "egogap"
+    metrics: tuple[str, ...] = ITEM_METRICS
+    unit: str = "items"
+    honours: frozenset[str] = EGOGAP_OPTIONS
+
+    @cached_property
+    def loaded(self) -> list[Item]:
+        return load_bundles(self.bundles)
+
+    def stacks(self, spec: AblationSpec) -> list[EgoGapStack]:
+        base = condition(spec.baseline, EgoGapStack(style=self.style))
+        return list(dict.fromkeys([base, *(condition(v, base) for v in spec.variants)]))
+
+    def items(self) -> list[str]:
+        return [it.uid for it in self.loaded]
+
+    def requests(self, stack: EgoGapStack) -> list[Request]:
+        cache = Path(os.environ.get("AVSTACK_CACHE", Path.home() / ".cache" / "avstack")) / "egogap-images"
+        work = work_items(self.loaded, stack, self.images, cache)
+        return [w.request for w in work if w.request is not None]
+
+    def run(self, stack: EgoGapStack, run_dir: Path, runner: Asking, only: set[str] | None) -> None:
+        b = runner
+        run_egogap(
+            self.bundles, b.backend, stack, run_dir, self.images, b.settings, b.backend_id, b.cache_dir, b.progress,
+            only, self.loaded,
+        )  # fmt: skip
+
+    def score(self, stack: EgoGapStack, run_dir: Path, only: set[str] | None) -> Scored:
+        result = score_egogap_run(run_dir, only)
+        model = read_json_file(run_dir / "run.json", dict).get("backend")
+        return Scored(stack, run_dir, per_item(result), (str(model), stack.name, result))
+
+    def report(
+        self, scored: list[Scored], out: Path, cluster: str | None, only: set[str] | None
+    ) -> tuple[Report, list[str]]:
+        found = [(s.native, failures(s)) for s in scored]
+        runs = [(model, failed_label(cond, f), result) for (model, cond, result), f in found]
+        failed = {f"{model} {cond}": f for (model, cond, _), f in found if f}
+        report = write_egogap_report(runs, out, cluster, failures_note(failed, "items"))
+        return Report(report.summary, report.text, report.path, failed), []
+
+
+def failures(s: Scored) -> dict[str, Any] | None:
+    """A scored EgoGap run's request and input failures over its items (clips, causes), or None."""
+    if not s.native[2]["counts"].get("failed"):
+        return None
+    return request_failures(read_predictions(s.run_dir / "predictions.jsonl"), set(s.per_item), "uid")
+
+
+def ablation(prepared: Path | None, inputs: TaskInputs) -> EgoGapAblation:
+    if prepared is not None:
+        raise ValueError("--task egogap reads --bundles and --images, not a PREPARED folder")
+    if inputs.bundles is None:
+        raise ValueError("--task egogap needs --bundles B.jsonl (and --images DIR unless every variant is text)")
+    refuse_inputs("egogap", inputs, ("bundles", "images", "style"))
+    return EgoGapAblation(inputs.bundles, inputs.images, inputs.style)
 
 
 def score_files(bundles: Path, pred: Path) -> Outcome:
@@ -62,4 +157,5 @@ TASK = Task(
     score=score_files,
     report=report,
     truth="bundles",
+    ablation=ablation,
 )

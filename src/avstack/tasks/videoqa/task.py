@@ -11,10 +11,19 @@ from avstack.io import read_predictions
 from avstack.manifest import ClipRecord, Prepared, opened
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack, make_stack
-from avstack.runs.ablation import Scored
+from avstack.runs.ablation import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
 from avstack.runs.engine import Asking
 from avstack.runs.runners import make_backend
-from avstack.tasks import Outcome, RunJob, Task, TaskInputs, failed_items, refuse_inputs, too_many_missing
+from avstack.tasks import (
+    Outcome,
+    RunJob,
+    Task,
+    TaskInputs,
+    failed_items,
+    needs_prepared,
+    refuse_inputs,
+    too_many_missing,
+)
 from avstack.tasks.videoqa.baselines import BASELINES
 from avstack.tasks.videoqa.data import Item, load_questions
 from avstack.tasks.videoqa.report import score_rows, write_report
@@ -69,11 +78,14 @@ class QaAblation:
     name: str = "videoqa"
     metrics: tuple[str, ...] = ("correct",)
     unit: str = "questions"
-    honours: frozenset[str] = frozenset({"variants", "subsets", "cluster", "ts_format", "word_ts_format", "until"})
+    honours: frozenset[str] = ANCHOR_OPTIONS
 
     @cached_property
     def pairs(self) -> tuple[list[tuple[Item, ClipRecord | None]], list[str]]:
         return joined(self.prepared, self.questions, self.questions_format)
+
+    def stacks(self, spec: AblationSpec) -> list[Stack]:
+        return stacks_to_run(spec)
 
     def items(self) -> list[str]:
         return [it.id for it, rec in self.pairs[0] if rec and rec.ok]
@@ -103,7 +115,8 @@ def questions_of(inputs: TaskInputs) -> Path:
     return inputs.questions
 
 
-def ablation(prepared: Path, inputs: TaskInputs) -> QaAblation:
+def ablation(prepared: Path | None, inputs: TaskInputs) -> QaAblation:
+    prepared = needs_prepared("videoqa", prepared)
     return QaAblation(opened(prepared), questions_of(inputs), inputs.questions_format, inputs.prompt)
 
 
