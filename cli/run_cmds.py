@@ -184,12 +184,11 @@ def run_cmd(
 ) -> None:
     """Run a model over prepared clips (ecog, videoqa) or bundles (egogap); resumable; then score."""
     from avstack.runs.engine import RunSettings
-    from avstack.tasks import RunJob, get_task
+    from avstack.tasks import RunJob, StackChoice, TaskInputs, get_task
 
     if dry_run:
         from avstack.prompting.stacks import make_stack
         from avstack.runs.ablation import plan_stacks
-        from avstack.tasks import TaskInputs
 
         with user_errors():
             chosen = get_task(task)
@@ -199,24 +198,6 @@ def run_cmd(
             stack = make_stack(variant, drop, ts_format, word_ts_format)
             bill_first(plan_stacks(target, [stack], model, out, max_output_tokens=max_tokens), out, True, None)
 
-    args = {
-        "prepared": prepared,
-        "variant": variant,
-        "drop": drop,
-        "asr": asr,
-        "coord_order": coord_order,
-        "bundles": bundles,
-        "images": images,
-        "style": style,
-        "options": options,
-        "shuffle_seed": shuffle_seed,
-        "max_side": max_side,
-        "ts_format": ts_format,
-        "word_ts_format": word_ts_format,
-        "prompt": prompt,
-        "questions": questions,
-        "questions_format": questions_format,
-    }
     with user_errors():
         job = RunJob(
             model,
@@ -228,7 +209,9 @@ def run_cmd(
                 retry_failed=retry_failed,
             ),
             backend_options(base_url, temperature, max_tokens, timeout, audio_as),
-            args,
+            prepared,
+            TaskInputs(questions, questions_format, prompt, asr, coord_order, bundles, images, style),
+            StackChoice(variant, tuple(drop), ts_format, word_ts_format, options, shuffle_seed, max_side),
             progress,
         )
         outcome = get_task(task).run(job)

@@ -218,3 +218,20 @@ def test_egogap_ablation_on_the_shared_coco_bundles_matches_run(tmp_path):
         assert mine["groups"] == theirs["groups"] and mine["n4_errors"] == theirs["n4_errors"], name
         assert mine["counts"]["items"] > 800
     assert "Deltas vs `chance default-text`" in (out / "report.md").read_text()
+
+
+def test_run_refuses_what_the_task_has_no_use_for(prepared, tmp_path):
+    """`run`'s options travel as typed records (TaskInputs, StackChoice); a task refuses, by flag,
+    what it cannot use instead of ignoring it."""
+    from test_egogap import _bundles
+
+    bundles = _bundles(tmp_path / "b.jsonl")
+    out = ["--model", "chance", "--out", str(tmp_path / "r")]
+    res = CliRunner().invoke(app, ["run", str(prepared), "--bundles", str(bundles), *out])
+    assert res.exit_code == 2 and "--task ecog takes no --bundles" in res.output
+    res = CliRunner().invoke(app, ["run", str(prepared), "--shuffle-seed", "3", *out])
+    assert res.exit_code == 2 and "--task ecog takes no --shuffle-seed" in res.output
+    res = CliRunner().invoke(app, ["run", "--task", "egogap", "--bundles", str(bundles), "--drop", "asr", *out])
+    assert res.exit_code == 2 and "--task egogap takes no --drop" in res.output
+    res = CliRunner().invoke(app, ["run", "--task", "egogap", "--bundles", str(bundles), "--variant", "text", *out])
+    assert res.exit_code == 0, res.output  # what it takes runs

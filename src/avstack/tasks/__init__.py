@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,29 +31,6 @@ REGISTRY: dict[str, str] = {  # task name -> module holding its TASK
 # its whole task (a frames job's driver would load OpenCV, numpy and the back-ends for nothing);
 # tests/test_layering.py holds this equal to the tasks' own `layouts`
 LAYOUTS: tuple[tuple[str, str], ...] = (("avstack.tasks.ecog.layout", "ecog_layout"),)
-
-
-@dataclass(frozen=True)
-class RunJob:
-    """What `avstack run` asks of a task: the engine's part is common, `args` are the task's own
-    options as the command line gave them (the task checks them)."""
-
-    model: str
-    out: Path
-    settings: RunSettings
-    backend_options: Mapping[str, Any]
-    args: Mapping[str, Any] = field(default_factory=dict)
-    progress: Progress | None = None
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a command prints: the summary (stdout), notes (stderr), and whether it failed."""
-
-    summary: str
-    notes: tuple[str, ...] = ()
-    failed: bool = False
-    result: Any = None
 
 
 @dataclass(frozen=True)
@@ -90,9 +67,73 @@ def needs_prepared(task: str, prepared: Path | None) -> Path:
 
 
 def refuse_inputs(task: str, inputs: TaskInputs, takes: Sequence[str]) -> None:
-    extra = [n for n in inputs.given() if n not in takes]
+    refuse_flags(task, inputs.given(), takes)
+
+
+def refuse_flags(task: str, given: Sequence[str], takes: Sequence[str]) -> None:
+    """An option a task has no use for is an error naming it, never ignored."""
+    extra = [n for n in given if n not in takes]
     if extra:
         raise ValueError(f"--task {task} takes no {', '.join('--' + n.replace('_', '-') for n in extra)}")
+
+
+@dataclass(frozen=True)
+class StackChoice:
+    """The one stack a `run` asks for, as the command line gave it: each task makes its own stack
+    of it (EcoG and videoqa an input stack of anchors, EgoGap a condition) and refuses, naming
+    them, the fields it has no use for."""
+
+    variant: str = "full"
+    drop: tuple[str, ...] = ()
+    ts_format: str = "ms"
+    word_ts_format: str = "json"
+    options: str = "all"  # EgoGap: all, n3, swap_motor
+    shuffle_seed: int | None = None  # EgoGap: the options shuffled and re-lettered
+    max_side: int = 512  # EgoGap: the downscale variant's longest side
+
+    def given(self) -> list[str]:
+        """The fields set away from their defaults, by their flag names (the variant apart)."""
+        wanted = {
+            "drop": bool(self.drop),
+            "ts_format": self.ts_format != "ms",
+            "word_ts_format": self.word_ts_format != "json",
+            "options": self.options != "all",
+            "shuffle_seed": self.shuffle_seed is not None,
+            "max_side": self.max_side != 512,
+        }
+        return [name for name, on in wanted.items() if on]
+
+    def anchors(self, task: str) -> Any:
+        """The input stack of anchors this choice names (EcoG, videoqa)."""
+        from avstack.prompting.stacks import make_stack
+
+        refuse_flags(task, self.given(), ("drop", "ts_format", "word_ts_format"))
+        return make_stack(self.variant, self.drop, self.ts_format, self.word_ts_format)
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """What `avstack run` asks of a task: the engine's part is common; the prepared folder, the
+    task's inputs and the stack are typed records the task reads (and refuses what it cannot use)."""
+
+    model: str
+    out: Path
+    settings: RunSettings
+    backend_options: Mapping[str, Any]
+    prepared: Path | None = None
+    inputs: TaskInputs = TaskInputs()
+    stack: StackChoice = StackChoice()
+    progress: Progress | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a command prints: the summary (stdout), notes (stderr), and whether it failed."""
+
+    summary: str
+    notes: tuple[str, ...] = ()
+    failed: bool = False
+    result: Any = None
 
 
 @dataclass(frozen=True)

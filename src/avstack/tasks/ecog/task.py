@@ -97,16 +97,11 @@ def write_requests(prepared: Path, inputs: TaskInputs, out: Path, stack: Stack, 
 
 
 def run_job(job: RunJob) -> Outcome:
-    a = job.args
-    if a.get("prepared") is None:
-        raise ValueError("--task ecog needs the PREPARED folder argument")
-    stack = make_stack(
-        a.get("variant", "full"), a.get("drop", ()), a.get("ts_format", "ms"), a.get("word_ts_format", "json")
-    )
-    options = EcogOptions(a.get("coord_order", "xy"), a.get("asr"), prompt_dir=a.get("prompt"))
+    prepared = opened(needs_prepared("ecog", job.prepared))
+    stack, options = job.stack.anchors("ecog"), options_of(job.inputs)
     backend = make_backend(job.model, BASELINES, **job.backend_options)
-    run(a["prepared"], backend, stack, job.out, job.settings, options, None, job.model, job.progress)
-    _, _, js = score_and_write(job.out, a["prepared"])
+    run(prepared, backend, stack, job.out, job.settings, options, None, job.model, job.progress)
+    _, _, js = score_and_write(job.out, prepared)
     answers = js.get("answers") or {}
     notes = failed_items(answers.get("request_failures", 0), answers.get("clips", 0), answers.get("causes"))
     return Outcome(summary_table(js), notes, bool(notes), result=js)

@@ -14,7 +14,16 @@ from avstack.prompting.messages import Request
 from avstack.runs.ablation import AblationSpec, Scored, request_failures
 from avstack.runs.engine import Asking, count_causes
 from avstack.runs.runners import make_backend
-from avstack.tasks import Outcome, RunJob, Task, TaskInputs, failed_items, refuse_inputs, too_many_missing
+from avstack.tasks import (
+    Outcome,
+    RunJob,
+    Task,
+    TaskInputs,
+    failed_items,
+    refuse_flags,
+    refuse_inputs,
+    too_many_missing,
+)
 from avstack.tasks.egogap.baselines import BASELINES
 from avstack.tasks.egogap.data import Item, load_bundles
 from avstack.tasks.egogap.prompt import STYLES
@@ -25,19 +34,13 @@ from avstack.tasks.egogap.stack import IMAGE_VARIANTS, OPTION_VARIANTS, EgoGapSt
 
 
 def run_job(job: RunJob) -> Outcome:
-    a = job.args
-    if a.get("bundles") is None:
-        raise ValueError("--task egogap needs --bundles B.jsonl (and --images DIR unless --variant text)")
-    variant = a.get("variant", "image")
-    stack = EgoGapStack(
-        a.get("style", "default"),
-        "image" if variant == "full" else variant,
-        a.get("options", "all"),
-        a.get("shuffle_seed"),
-        a.get("max_side", 512),
-    )
+    bundles = bundles_of(job.prepared, job.inputs)
+    c = job.stack
+    refuse_flags("egogap", c.given(), ("options", "shuffle_seed", "max_side"))
+    variant = "image" if c.variant == "full" else c.variant
+    stack = EgoGapStack(job.inputs.style, variant, c.options, c.shuffle_seed, c.max_side)
     backend = make_backend(job.model, BASELINES, **job.backend_options)
-    run_egogap(a["bundles"], backend, stack, job.out, a.get("images"), job.settings, job.model, progress=job.progress)
+    run_egogap(bundles, backend, stack, job.out, job.inputs.images, job.settings, job.model, progress=job.progress)
     result = score_egogap_run(job.out)
     failed = [str(i["error"]) for i in result["items"] if str(i["error"] or "").startswith("failed")]
     causes = count_causes(error.removeprefix("failed: ") for error in failed)
@@ -124,13 +127,17 @@ def failures(s: Scored) -> dict[str, Any] | None:
     return request_failures(read_predictions(s.run_dir / "predictions.jsonl"), set(s.per_item), "uid")
 
 
-def ablation(prepared: Path | None, inputs: TaskInputs) -> EgoGapAblation:
+def bundles_of(prepared: Path | None, inputs: TaskInputs) -> Path:
     if prepared is not None:
         raise ValueError("--task egogap reads --bundles and --images, not a PREPARED folder")
     if inputs.bundles is None:
-        raise ValueError("--task egogap needs --bundles B.jsonl (and --images DIR unless every variant is text)")
+        raise ValueError("--task egogap needs --bundles B.jsonl (and --images DIR unless the variant is text)")
     refuse_inputs("egogap", inputs, ("bundles", "images", "style"))
-    return EgoGapAblation(inputs.bundles, inputs.images, inputs.style)
+    return inputs.bundles
+
+
+def ablation(prepared: Path | None, inputs: TaskInputs) -> EgoGapAblation:
+    return EgoGapAblation(bundles_of(prepared, inputs), inputs.images, inputs.style)
 
 
 def score_files(bundles: Path, pred: Path) -> Outcome:

@@ -10,7 +10,7 @@ from avstack.analysis.tables import Report, markdown_table
 from avstack.io import read_predictions
 from avstack.manifest import ClipRecord, Prepared, opened
 from avstack.prompting.messages import Request
-from avstack.prompting.stacks import Stack, make_stack
+from avstack.prompting.stacks import Stack
 from avstack.runs.ablation import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
 from avstack.runs.engine import Asking
 from avstack.runs.runners import make_backend
@@ -37,25 +37,12 @@ NEEDS = (
 
 
 def run_job(job: RunJob) -> Outcome:
-    a = job.args
-    if a.get("prepared") is None or a.get("questions") is None:
-        raise ValueError(NEEDS)
-    stack = make_stack(
-        a.get("variant", "full"), a.get("drop", ()), a.get("ts_format", "ms"), a.get("word_ts_format", "json")
-    )
+    prepared, questions = needs_prepared("videoqa", job.prepared), questions_of(job.inputs)
+    stack = job.stack.anchors("videoqa")
     backend = make_backend(job.model, BASELINES, **job.backend_options)
+    fmt, prompt = job.inputs.questions_format, job.inputs.prompt
     _, errors = run(
-        a["prepared"],
-        a["questions"],
-        backend,
-        stack,
-        job.out,
-        job.settings,
-        a.get("questions_format", "auto"),
-        a.get("prompt"),
-        None,
-        job.model,
-        job.progress,
+        prepared, questions, backend, stack, job.out, job.settings, fmt, prompt, None, job.model, job.progress
     )
     result = score_run(job.out)
     head, body = score_rows([(f"{job.model} {stack.name}", result)])
