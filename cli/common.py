@@ -28,7 +28,7 @@ app.add_typer(egogap_app, name="egogap")
 
 def _print_version(value: bool) -> None:
     if value:
-        from avstack import __version__
+        from avstack.version import __version__
 
         typer.echo(f"avstack {__version__}")
         raise typer.Exit()

@@ -17,10 +17,11 @@ SHARED = {
     "avstack.profiling": set(),
     "avstack.manifest": {"avstack.io"},
     "avstack.features": {"avstack.io", "avstack.manifest"},
+    "avstack.version": set(),
 }
 FRONT_DOOR = {"avstack", "avstack.api"}  # may import anything: it calls the registered tasks
 MAX_LINES = 400
-MAX_SHARED_MODULES = 8
+MAX_SHARED_MODULES = 9  # version.py among them: the version in a module of its own (#56)
 
 
 def _module(path: Path) -> str:
@@ -84,11 +85,7 @@ def test_each_part_imports_only_what_it_may():
         allowed = _allowed(unit) | {unit}
         if unit.startswith("avstack.asr.evaluation"):
             allowed |= _allowed("avstack.asr") | {"avstack.asr"}  # a part of asr may use asr
-        bad = [
-            n
-            for n in _imports(path)
-            if n.startswith("avstack.") and n != "avstack.__version__" and not _covered(n, allowed)
-        ]
+        bad = [n for n in _imports(path) if n.startswith("avstack.") and not _covered(n, allowed)]
         if bad:
             offenders[module] = sorted(set(bad))
     assert offenders == {}

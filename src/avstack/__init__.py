@@ -15,8 +15,6 @@ Documentation: docs/ (`make docs` builds the site).
 
 from typing import Any
 
-__version__ = "0.1.0"
-
 __all__ = [
     "ClipRecord",
     "Frame",
@@ -39,6 +37,10 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # loaded on first use: `import avstack` (and every CLI start) stays light
+    if name == "__version__":  # one place: avstack/version.py
+        from avstack.version import __version__
+
+        return __version__
     if name in __all__:
         from avstack import api
 
@@ -47,4 +49,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+    return sorted([*globals(), *__all__, "__version__"])

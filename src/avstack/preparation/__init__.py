@@ -5,7 +5,7 @@ stages (frames / audio / ASR of one clip, into a content-addressed cache), feede
 clips: packs and batches), executors/ (local processes that survive crashes; Ray), driver (the
 job: plan, run, manifest, prepare.json). Both executors call down into the stages.
 
-May import: avstack.io, avstack.limits, avstack.lifeline, avstack.manifest, avstack.media,
+May import: avstack.io, avstack.version, avstack.limits, avstack.lifeline, avstack.manifest, avstack.media,
 avstack.asr, avstack.profiling (where each stage spends its time). Never a task, a prompt or a run.
 """
 

@@ -14,7 +14,6 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from avstack import __version__
 from avstack.io import DataError, Progress, write_json_atomic
 from avstack.manifest import PREPARED_FORMAT as FORMAT  # 2: one clock per clip (streams, damage); older folders refused
 from avstack.manifest import ClipRecord, ManifestWriter
@@ -26,6 +25,7 @@ from avstack.preparation.settings import PrepareSettings
 from avstack.preparation.stages import crashed_record, prepare_clip
 from avstack.profiling import merged, profiled, stage
 from avstack.profiling import summarize as summarize_profile
+from avstack.version import __version__
 
 if TYPE_CHECKING:
     pass

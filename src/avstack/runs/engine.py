@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from avstack import __version__
 from avstack.io import DataError, JsonlAppender, Progress, read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 from avstack.prompting.messages import Request
 from avstack.runs.cost import Budget, BudgetReached
 from avstack.runs.runners import Backend, FatalError, TransientError, refusal
 from avstack.runs.secrets import Scrubber
+from avstack.version import __version__
 
 # errors that say nothing about the item: a rerun asks again (legacy runs stored them as answers)
 _NOT_FINAL = re.compile(r"^(transient|.*HTTP (401|403|404)\b)")
