@@ -141,8 +141,8 @@ def ablate(
         concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None, retry_failed=retry_failed
     )
     with user_errors():
-        runner = Asking(make_backend(model, chosen.baselines, **backend), model, out / "cache", settings)
-        report = engine.ablate(target, spec, runner, out, bill)
+        asking = Asking(make_backend(model, chosen.baselines, **backend), model, out / "cache", settings)
+        report = engine.ablate(target, spec, asking, out, bill)
     typer.echo(report.summary)
     typer.echo(f"full report: {report.path}")
     exit_on_failures(report.failed)

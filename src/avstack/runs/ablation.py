@@ -74,7 +74,7 @@ class AblationSpec:
 @dataclass(frozen=True)
 class Scored:
     """One stack's run, scored over the items asked: per item its metrics (for the cue values and
-    the sequential contrasts), its request failures, and whatever the task keeps for its report."""
+    the sequential contrasts), and whatever the task keeps for its report (its failures among it)."""
 
     stack: Any  # a prompting Stack, or a task's own condition with a `name`
     run_dir: Path
@@ -99,7 +99,7 @@ class AblationTask(Protocol):
 
     def requests(self, stack: Any) -> list[Request]: ...
 
-    def run(self, stack: Any, run_dir: Path, runner: Asking, only: set[str] | None) -> None: ...
+    def run(self, stack: Any, run_dir: Path, asking: Asking, only: set[str] | None) -> None: ...
 
     def score(self, stack: Any, run_dir: Path, only: set[str] | None) -> Scored: ...
 
@@ -196,7 +196,7 @@ def plan(task: AblationTask, spec: AblationSpec, model: str, out: str | Path, *c
 def ablate(
     task: AblationTask,
     spec: AblationSpec,
-    runner: Asking,
+    asking: Asking,
     out: str | Path,
     bill: dict[str, Any] | None = None,
 ) -> Report:
@@ -206,15 +206,15 @@ def ablate(
     refused(task, spec)
     out = Path(out)
     stacks = list(task.stacks(spec))
-    bill = bill or plan(task, spec, runner.backend_id or str(getattr(runner.backend, "name", "backend")), out)
+    bill = bill or plan(task, spec, asking.backend_id or str(getattr(asking.backend, "name", "backend")), out)
     only: set[str] | None = None
     stop: dict[str, Any] | None = None
     if spec.until == "decided":
-        asked, stop = _ask_until_decided(task, spec, runner, out, stacks)
+        asked, stop = _ask_until_decided(task, spec, asking, out, stacks)
         only = set(asked)
     else:
         for stack in stacks:  # an existing run folder resumes: nothing answered is asked again
-            task.run(stack, out / stack.name, runner, None)
+            task.run(stack, out / stack.name, asking, None)
     scored = [task.score(s, out / s.name, only) for s in stacks]
     report, own = task.report(scored, out, spec.cluster, only)
     sections = (cue_section(task, spec, scored, out) if spec.subsets else []) + own
@@ -228,7 +228,7 @@ def ablate(
 
 
 def _ask_until_decided(
-    task: AblationTask, spec: AblationSpec, runner: Asking, out: Path, stacks: list[Any]
+    task: AblationTask, spec: AblationSpec, asking: Asking, out: Path, stacks: list[Any]
 ) -> tuple[list[str], dict[str, Any]]:
     """Items in a seeded random order, in rounds, until every contrast (the baseline against each
     other stack) is decided; every stack's run folder holds the same items at each stop."""
@@ -236,7 +236,7 @@ def _ask_until_decided(
 
     def ask(asked: list[str]) -> list[list[float]]:
         for stack in stacks:
-            task.run(stack, out / stack.name, runner, set(asked))
+            task.run(stack, out / stack.name, asking, set(asked))
         rows = [task.score(s, out / s.name, set(asked)).per_item for s in stacks]
         return [[float(rows[0][i][metric]) - float(other[i][metric]) for i in asked] for other in rows[1:]]
 

@@ -54,8 +54,8 @@ class EcogAblation:
     def requests(self, stack: Stack) -> list[Request]:
         return [req for _, req in requests_for(self.prepared, stack, self.options)[0]]
 
-    def run(self, stack: Stack, run_dir: Path, runner: Asking, only: set[str] | None) -> None:
-        b = runner
+    def run(self, stack: Stack, run_dir: Path, asking: Asking, only: set[str] | None) -> None:
+        b = asking
         run(
             self.prepared,
             b.backend,

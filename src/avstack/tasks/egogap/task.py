@@ -98,8 +98,8 @@ class EgoGapAblation:
         work = work_items(self.loaded, stack, self.images, cache)
         return [w.request for w in work if w.request is not None]
 
-    def run(self, stack: EgoGapStack, run_dir: Path, runner: Asking, only: set[str] | None) -> None:
-        b = runner
+    def run(self, stack: EgoGapStack, run_dir: Path, asking: Asking, only: set[str] | None) -> None:
+        b = asking
         run_egogap(
             self.bundles, b.backend, stack, run_dir, self.images, b.settings, b.backend_id, b.cache_dir, b.progress,
             only, self.loaded,

@@ -81,8 +81,8 @@ class QaAblation:
         work = work_items(self.pairs[0], stack, self.prepared, self.prompt_dir)
         return [w.request for w in work if w.request is not None]
 
-    def run(self, stack: Stack, run_dir: Path, runner: Asking, only: set[str] | None) -> None:
-        b = runner
+    def run(self, stack: Stack, run_dir: Path, asking: Asking, only: set[str] | None) -> None:
+        b = asking
         args = (self.questions_format, self.prompt_dir, b.cache_dir, b.backend_id, b.progress, only, self.pairs)
         run(self.prepared, self.questions, b.backend, stack, run_dir, b.settings, *args)
 
