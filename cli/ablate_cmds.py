@@ -17,6 +17,7 @@ from .common import (
     WORDS_HELP,
     BatchOption,
     BatchPollOption,
+    ImageRuleOption,
     MaxTokensOption,
     TemperatureOption,
     app,
@@ -77,6 +78,7 @@ def ablate(
         float | None, typer.Option(help="Refuse to start when the plan may cost more (USD, online prices)")
     ] = None,
     detail: Annotated[str, typer.Option(help="OpenAI image detail the plan counts: high or low")] = "high",
+    image_rule: ImageRuleOption = None,
     prices: Annotated[Path | None, typer.Option(help="A price table of your own (JSON, as runs/prices.json)")] = None,
     until: Annotated[
         str, typer.Option(help="all: every clip; decided: rounds of clips until every contrast is decided")
@@ -101,6 +103,7 @@ def ablate(
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
     from avstack.runs import ablation as engine
     from avstack.runs.engine import Asking, RunSettings
+    from avstack.runs.plan import Counting
     from avstack.runs.runners import make_backend
     from avstack.tasks import TaskInputs, get_task
 
@@ -132,16 +135,21 @@ def ablate(
         target = chosen.ablation(prepared, inputs)
         engine.refused(target, spec)
     budget, bill = None, None
-    if dry_run or max_cost is not None:
-        with user_errors():
-            bill = engine.plan(target, spec, model, out, detail, max_tokens, prices)
+    options = backend_options(base_url, temperature, max_tokens, defaults()["timeout"], audio_as)
+    with user_errors():
+        backend = make_backend(model, chosen.baselines, **options)  # nothing sent yet
+        counting = Counting.of(backend, image_rule, detail)
+        if dry_run or max_cost is not None:
+            bill = engine.plan(target, spec, model, out, counting, max_tokens, prices)
+    if bill is not None:
         budget = bill_first(bill, out, dry_run, max_cost)
-    backend = backend_options(base_url, temperature, max_tokens, defaults()["timeout"], audio_as)
     settings = RunSettings(
         concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None, retry_failed=retry_failed
     )
     with user_errors():
-        asking = Asking(make_backend(model, chosen.baselines, **backend), model, out / "cache", settings)
+        if bill is None:
+            bill = engine.plan(target, spec, model, out, counting)
+        asking = Asking(backend, model, out / "cache", settings)
         report = engine.ablate(target, spec, asking, out, bill)
     typer.echo(report.summary)
     typer.echo(f"full report: {report.path}")

@@ -141,6 +141,13 @@ BatchOption = Annotated[
 BatchPollOption = Annotated[float, typer.Option(help="--batch: seconds between polls")]
 TemperatureOption = Annotated[float, typer.Option(help="Sampling temperature (recorded, part of the answer key)")]
 MaxTokensOption = Annotated[int, typer.Option(help="Longest answer in tokens (recorded, part of the answer key)")]
+ImageRuleOption = Annotated[
+    str | None,
+    typer.Option(
+        help="The image-token rule the plan counts by (default: by the model's name): openai-tiles, "
+        "openai-patches, gemini, qwen2-vl, qwen2-vl-llama.cpp, qwen3-vl, internvl, llava-onevision, gemma3, claude"
+    ),
+]
 
 
 def print_outcome(outcome: Any) -> None:

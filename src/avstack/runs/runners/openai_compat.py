@@ -24,9 +24,11 @@ from avstack.runs.runners.base import (
     TransientError,
     parts_of,
 )
+from avstack.runs.runners.server_probe import MODALITY, ServerProbe
 
 OPENAI_API = "https://api.openai.com"
 NO_KEY = "no-key"  # the client insists on a key; a local server needs none, so the header is left out
+NAMED = {"audio": "the clip's sound", "image": "frames", "video": "the clip's video file"}
 
 
 def _openai() -> Any:
@@ -68,6 +70,8 @@ class OpenAICompat(BackendBase):
         self._openai = _openai()
         self._key = key
         self._client: Any = None  # made on first use, again after close()
+        # another server (llama.cpp, vLLM) is asked what it takes and how it counts, before a run
+        self.probe = None if self.base_url.startswith(OPENAI_API) else ServerProbe(self.base_url, key, min(timeout, 10))
 
     def _make_client(self, key: str) -> Any:
         openai = self._openai
@@ -104,7 +108,13 @@ class OpenAICompat(BackendBase):
         said = next((self._refused[k] for k in sorted(kinds) if k in self._refused), None)
         if said is not None:
             return said
-        if not self.base_url.startswith(OPENAI_API):
+        if self.probe is not None:
+            for kind in sorted(kinds - {"text"}):
+                if self.probe.takes(kind) is False:
+                    return (
+                        f"the server at {self.base_url} takes no {kind} input (its /props: modalities "
+                        f"{MODALITY[kind]} false); the {stack} stack sends {NAMED.get(kind, kind)}"
+                    )
             return None
         if "video" in kinds:
             return f"OpenAI's chat API takes no video file; the {stack} stack sends one (gemini:MODEL takes it)"
@@ -116,6 +126,16 @@ class OpenAICompat(BackendBase):
         if "image" in kinds and "audio" in self.model:
             return f"openai:{self.model} takes no image input (text and audio only); the {stack} stack sends frames"
         return None
+
+    def count_text_tokens(self, request: Request) -> int | None:
+        """The request's text tokens as this server counts them (chat template included), or None
+        where it cannot say (OpenAI's own API has no tokenizer endpoint)."""
+        if self.probe is None:
+            return None
+        return self.probe.count_text(self.model, to_openai(request, "path", self.image_detail, self.audio_as))
+
+    def counts_text_by(self) -> str | None:
+        return self.probe.how if self.probe is not None else None
 
     def body(self, request: Request) -> dict[str, Any]:
         body: dict[str, Any] = {

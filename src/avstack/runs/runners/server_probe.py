@@ -1,0 +1,133 @@
+"""What an OpenAI-compatible server says about itself, asked before a run pays for anything:
+which inputs it takes, and how many tokens a request's text is once its chat template is applied.
+
+llama.cpp's llama-server answers both: `GET /props` gives `modalities` ({"vision": true,
+"audio": false, ...}) and its media marker; `POST /apply-template` renders the chat template
+(an image part becomes the marker) and `POST /tokenize` counts. mtmd tokenizes the text between
+images one piece at a time, so the pieces are counted the same way, and the sum equals the text
+share of the server's own `usage.prompt_tokens`. vLLM answers `POST /tokenize` with the messages
+(`{"count": N}`), here with the media left out. Any other server answers neither, and the plan
+falls back to its own estimate and says so. Every answer is cached per probe; a server that
+does not answer is asked once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+# a 1 x 1 PNG: what an image part carries when only the template is rendered (the server puts
+# its marker there and never decodes it for /apply-template)
+TINY_PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg=="
+MEDIA_TYPES = {"image_url": "image", "video_url": "video", "input_audio": "audio", "audio_url": "audio"}
+MODALITY = {"image": "vision", "video": "video", "audio": "audio"}  # llama.cpp's /props names
+
+
+class ServerProbe:
+    """One server's self-description, asked lazily over plain HTTP (the key, if any, goes only in
+    the Authorization header and is never kept in an answer or an error)."""
+
+    def __init__(self, base_url: str, key: str = "", timeout: float = 10.0):
+        self.root = base_url.rstrip("/").removesuffix("/v1")
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.timeout = timeout
+        self._props: dict[str, Any] | None = None
+        self._asked_props = False
+        self._how: str | None = None  # "llama.cpp" or "vllm" once a count worked; "" when none does
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        import httpx
+
+        try:
+            r = httpx.request(method, self.root + path, json=body, headers=self._headers, timeout=self.timeout)
+        except httpx.HTTPError:
+            return None
+        if r.status_code != 200:
+            return None
+        try:
+            return r.json()
+        except json.JSONDecodeError:
+            return None
+
+    def props(self) -> dict[str, Any] | None:
+        """llama.cpp's /props, or None where the server has none."""
+        if not self._asked_props:
+            self._asked_props = True
+            got = self._call("GET", "/props")
+            self._props = got if isinstance(got, dict) else None
+        return self._props
+
+    def takes(self, kind: str) -> bool | None:
+        """Does the server take this part kind (image, video, audio)? None when it does not say."""
+        modalities = (self.props() or {}).get("modalities")
+        if not isinstance(modalities, dict) or MODALITY.get(kind) not in modalities:
+            return None
+        return bool(modalities[MODALITY[kind]])
+
+    def count_text(self, model: str, messages: Sequence[dict[str, Any]]) -> int | None:
+        """Tokens of the messages' text with the server's chat template and tokenizer (media not
+        counted: the plan counts them by its image rule), or None when the server cannot say."""
+        if self._how in (None, "llama.cpp"):
+            got = self._count_llama_cpp(messages)
+            if got is not None or self._how == "llama.cpp":
+                self._how = "llama.cpp"
+                return got
+        if self._how in (None, "vllm"):
+            got = self._count_vllm(model, messages)
+            if got is not None or self._how == "vllm":
+                self._how = "vllm"
+                return got
+        self._how = ""
+        return None
+
+    @property
+    def how(self) -> str | None:
+        return {"llama.cpp": "the server's tokenizer (llama.cpp /apply-template + /tokenize)",
+                "vllm": "the server's tokenizer (vLLM /tokenize, media left out)"}.get(self._how or "")  # fmt: skip
+
+    def _count_llama_cpp(self, messages: Sequence[dict[str, Any]]) -> int | None:
+        marker = (self.props() or {}).get("media_marker")
+        rendered = self._call("POST", "/apply-template", {"messages": [stub_media(m) for m in messages]})
+        if not isinstance(rendered, dict) or not isinstance(rendered.get("prompt"), str):
+            return None
+        pieces = rendered["prompt"].split(marker) if isinstance(marker, str) and marker else [rendered["prompt"]]
+        total = 0
+        for i, piece in enumerate(pieces):
+            if not piece:
+                continue
+            got = self._call("POST", "/tokenize", {"content": piece, "add_special": i == 0, "parse_special": True})
+            if not isinstance(got, dict) or not isinstance(got.get("tokens"), list):
+                return None
+            total += len(got["tokens"])
+        return total
+
+    def _count_vllm(self, model: str, messages: Sequence[dict[str, Any]]) -> int | None:
+        text_only = [without_media(m) for m in messages]
+        got = self._call("POST", "/tokenize", {"model": model, "messages": text_only})
+        count = got.get("count") if isinstance(got, dict) else None
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def _content(message: dict[str, Any]) -> list[Any] | None:
+    content = message.get("content")
+    return content if isinstance(content, list) else None
+
+
+def stub_media(message: dict[str, Any]) -> dict[str, Any]:
+    """The message with every image standing as a 1 x 1 PNG (the template only marks where it
+    goes) and no other media (the plan does not count them by the text)."""
+    content = _content(message)
+    if content is None:
+        return message
+    stub = {"type": "image_url", "image_url": {"url": TINY_PNG}}
+    parts = [stub if p.get("type") == "image_url" else p for p in content if p.get("type") not in MEDIA_TYPES
+             or p.get("type") == "image_url"]  # fmt: skip
+    return {**message, "content": parts}
+
+
+def without_media(message: dict[str, Any]) -> dict[str, Any]:
+    content = _content(message)
+    if content is None:
+        return message
+    return {**message, "content": [p for p in content if p.get("type") not in MEDIA_TYPES]}

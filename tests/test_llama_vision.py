@@ -1,0 +1,157 @@
+"""A real server that sees (#57): llama.cpp's llama-server with a vision projector, serving the tiny
+Qwen2-VL of tests/tiny_qwen2vl.py (random weights, Qwen2's real tokenizer) as llama.cpp's own
+converter writes it (`make tiny-vl`: a text GGUF and its --mmproj), behind a recording proxy.
+
+The server decodes every JPEG, runs its vision encoder, counts each image's tokens in
+`usage.prompt_tokens` and answers nonsense; the path there is real. What reached the server is
+read from the proxy's record: every frame of the clip, in order, after its time tag. The plan's
+input tokens equal the server's own count, stack by stack (the image rule and the server's own
+tokenizer for the text). Skipped with the reason where the binary or the converted model is
+missing (`make llama-server tiny-vl`)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+import tiny_qwen2vl
+from avstack_cli.app import app
+from llama_servers import Recorder, generations, llama_binary, llama_server
+from typer.testing import CliRunner
+
+from avstack.manifest import load_manifest
+
+MODEL = "openai:qwen2-vl-tiny"  # the name picks the plan's qwen2-vl image rule
+TOKENS = "16"
+
+
+@pytest.fixture(scope="module")
+def vision(tmp_path_factory):
+    pytest.importorskip("openai")
+    binary, made = llama_binary(), tiny_qwen2vl.cached_gguf()
+    if binary is None:
+        pytest.skip("no llama-server (make llama-server, or AVSTACK_LLAMA_SERVER)")
+    if made is None:
+        pytest.skip(f"the tiny Qwen2-VL is not converted for llama-server here (make tiny-vl; {tiny_qwen2vl.gguf_folder()})")
+    model, mmproj = made
+    log = tmp_path_factory.mktemp("vision") / "server.log"
+    with llama_server(binary, ["-m", str(model), "--mmproj", str(mmproj), "-c", "32768"], log) as url:
+        proxy = Recorder(url)
+        try:
+            yield {"base": f"{proxy.url}/v1", "root": url, "proxy": proxy, "log": log}
+        finally:
+            proxy.close()
+
+
+def _invoke(args: list[str]):
+    return CliRunner().invoke(app, args)
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _frames_sent(body: dict) -> list[tuple[str | None, bytes]]:
+    """(the text part just before, the image's bytes) for every image of a request body."""
+    content = body["messages"][-1]["content"]
+    out, before = [], None
+    for part in content:
+        if part["type"] == "text":
+            before = part["text"]
+        elif part["type"] == "image_url":
+            out.append((before, base64.b64decode(part["image_url"]["url"].split(",", 1)[1])))
+            before = None
+    return out
+
+
+def test_every_image_stack_reaches_the_server_whole_and_the_plan_meets_its_count(prepared, vision, tmp_path):
+    out = tmp_path / "abl"
+    base = ["ablate", str(prepared), "--model", MODEL, "--base-url", vision["base"], "--concurrency", "1"]
+    base += ["--drop", "frame_ts", "--drop", "word_ts", "--drop", "asr", "--max-tokens", TOKENS, "--out", str(out)]
+    dry = _invoke([*base, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["image_rule"] == "qwen2-vl" and plan["text_tokens"].startswith("the server's tokenizer (llama.cpp")
+    assert vision["proxy"].bodies == []  # the dry run sent no request
+    res = _invoke(base)
+    assert res.exit_code == 0, res.output
+    clips = {r.clip_id: r for r in load_manifest(prepared) if r.ok}
+    frames = {cid: [(f.pts_ms, (prepared / f.path).read_bytes()) for f in r.frames] for cid, r in clips.items()}
+    stacks = ["full", "full-no_frame_ts", "full-no_word_ts", "full-no_asr"]
+    sent = {body["messages"][-1]["content"][0]["text"]: body for body, _, _ in vision["proxy"].bodies}
+    assert sent, "nothing reached the server"
+    for body, code, _ in vision["proxy"].bodies:
+        assert code == 200
+        got = _frames_sent(body)
+        # every frame of one clip, in order (some clips share their first frames)
+        cid = next((c for c, shown in frames.items() if [b for _, b in shown] == [b for _, b in got]), None)
+        assert cid is not None, f"a request with {len(got)} images that are no clip's frames in order"
+        tags = [t for t, _ in got]
+        if all(t is not None and t.startswith("<timestamp_ms>") for t in tags):
+            assert tags == [f"<timestamp_ms>{pts}" for pts, _ in frames[cid]]  # each after its own time
+        else:
+            assert all(t is None or "<timestamp_ms>" not in t for t in tags)  # -frame_ts: no time at all
+    reported_total = 0
+    for stack in stacks:
+        rows = _rows(out / stack / "predictions.jsonl")
+        assert len(rows) == len(clips) and all(r["error"] is None for r in rows), rows
+        assert all(r["attempts"] == (0 if r["cached"] else 1) for r in rows)  # none retried
+        answers = json.loads((out / stack / "score.json").read_text())["answers"]
+        assert answers["answered"] == len(clips) and answers["request_failures"] == 0
+        assert answers["parse_failures"] == sum(bool(r["parse_error"]) for r in rows)  # nonsense is counted
+        reported = sum(r["usage"]["prompt_tokens"] for r in rows if not r["cached"])
+        assert plan["stacks"][stack]["to_pay_input_tokens"] == reported, stack  # the server's own count, exactly
+        reported_total += reported
+    assert plan["total"]["input_tokens"] == reported_total
+    assert len(sent) <= len(vision["proxy"].bodies) == plan["total"]["to_pay_requests"]
+
+
+def test_a_request_the_server_cannot_take_is_refused_before_sending_and_video_goes(prepared, vision, tmp_path):
+    """The server says what it takes (/props modalities: vision and video, no audio): `omni` (the
+    clip's sound) is refused before anything is sent, naming the reason; the clip's video file,
+    which this llama-server decodes itself, is sent and answered."""
+    before, gen = len(vision["proxy"].bodies), generations(vision["log"])
+    args = ["run", str(prepared), "--model", MODEL, "--base-url", vision["base"], "--max-tokens", TOKENS]
+    res = _invoke([*args, "--variant", "omni", "--concurrency", "1", "--out", str(tmp_path / "omni")])
+    assert res.exit_code == 1, res.output
+    rows = _rows(tmp_path / "omni" / "predictions.jsonl")
+    assert rows and all("takes no audio input (its /props: modalities audio false)" in r["error"] for r in rows)
+    assert len(vision["proxy"].bodies) == before and generations(vision["log"]) == gen  # nothing sent
+    res = _invoke([*args, "--variant", "video", "--concurrency", "1", "--out", str(tmp_path / "video")])
+    assert res.exit_code == 0, res.output
+    videos = [b for b, code, _ in vision["proxy"].bodies[before:] if "video_url" in json.dumps(b)]
+    assert len(videos) == len(_rows(tmp_path / "video" / "predictions.jsonl")) and all(
+        r["usage"]["prompt_tokens"] > 0 for r in _rows(tmp_path / "video" / "predictions.jsonl")
+    )
+
+
+def test_the_videoqa_stacks_and_an_egogap_variant_run_on_the_server(prepared, vision, tmp_path):
+    from test_egogap import _bundles, _images
+
+    questions = tmp_path / "qa.jsonl"
+    rows = [
+        {"id": f"q{i}", "video": r.video, "question": "What is pointed at?", "options": ["A. cup", "B. book"]}
+        | {"answer": "A"}
+        for i, r in enumerate(r for r in load_manifest(prepared) if r.ok)
+    ]
+    questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "qa"
+    args = ["ablate", str(prepared), "--task", "videoqa", "--questions", str(questions), "--model", MODEL]
+    args += ["--base-url", vision["base"], "--drop", "frame_ts", "--variants", "text", "--max-tokens", TOKENS]
+    res = _invoke([*args, "--concurrency", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    for stack in ("full", "full-no_frame_ts", "text"):
+        counts = json.loads((out / stack / "score.json").read_text())["counts"]
+        assert counts["items"] == len(rows) and counts["failed"] == counts["missing_predictions"] == 0, (stack, counts)
+        preds = _rows(out / stack / "predictions.jsonl")
+        assert counts["unparsed"] == sum(bool(r["parse_error"]) for r in preds)  # nonsense is a counted outcome
+    bundles, images = _bundles(tmp_path / "b.jsonl"), _images(tmp_path / "img")
+    before = len(vision["proxy"].bodies)
+    args = ["run", "--task", "egogap", "--bundles", str(bundles), "--images", str(images), "--model", MODEL]
+    res = _invoke([*args, "--base-url", vision["base"], "--variant", "vflip", "--max-tokens", TOKENS, "--out",
+                   str(tmp_path / "eg"), "--concurrency", "1"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    sent = vision["proxy"].bodies[before:]
+    assert len(sent) == 8 and all(len(_frames_sent(b)) == 1 and code == 200 for b, code, _ in sent)
