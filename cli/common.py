@@ -118,14 +118,37 @@ def user_errors() -> Iterator[None]:
 
 
 def backend_options(
-    base_url: str | None, temperature: float, max_tokens: int, timeout: float, audio_as: str = "input_audio"
+    base_url: str | None,
+    temperature: float,
+    max_tokens: int,
+    timeout: float,
+    audio_as: str = "input_audio",
+    json_mode: bool = True,
 ) -> dict[str, Any]:
     opts: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "timeout": timeout}
+    if not json_mode:
+        opts["json_mode"] = False
     if base_url:
         opts["base_url"] = base_url
     if audio_as != "input_audio":
         opts["audio_as"] = audio_as
     return opts
+
+
+def counting_for(
+    model: str, baselines: Any, options: dict[str, Any], image_rule: str | None, detail: str = "high"
+) -> Any:
+    """How the plan counts: the image rule, and the server's own text count where the back-end
+    can ask one. Planning needs no key: a back-end that cannot be made here (a missing key or
+    extra) leaves the plan to its own estimate; the run itself says why when it starts."""
+    from avstack.runs.plan import Counting
+    from avstack.runs.runners import make_backend
+
+    try:
+        backend = make_backend(model, baselines, **options)
+    except (ValueError, ImportError):
+        backend = None
+    return Counting.of(backend, image_rule, detail)
 
 
 def defaults() -> dict[str, Any]:
@@ -141,6 +164,14 @@ BatchOption = Annotated[
 BatchPollOption = Annotated[float, typer.Option(help="--batch: seconds between polls")]
 TemperatureOption = Annotated[float, typer.Option(help="Sampling temperature (recorded, part of the answer key)")]
 MaxTokensOption = Annotated[int, typer.Option(help="Longest answer in tokens (recorded, part of the answer key)")]
+JsonModeOption = Annotated[
+    bool,
+    typer.Option(
+        "--json-mode/--no-json-mode",
+        help="Ask for a JSON answer (response_format json_object, Gemini's JSON MIME type); off to send the "
+        "request as a harness without it does (recorded, part of the answer key)",
+    ),
+]
 ImageRuleOption = Annotated[
     str | None,
     typer.Option(

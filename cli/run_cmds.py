@@ -20,11 +20,13 @@ from .common import (
     BatchOption,
     BatchPollOption,
     ImageRuleOption,
+    JsonModeOption,
     MaxTokensOption,
     TemperatureOption,
     app,
     backend_options,
     bill_first,
+    counting_for,
     defaults,
     fail,
     print_outcome,
@@ -175,6 +177,7 @@ def run_cmd(
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server (or OPENAI_BASE_URL)")] = None,
     temperature: TemperatureOption = defaults()["temperature"],
     max_tokens: MaxTokensOption = defaults()["max_tokens"],
+    json_mode: JsonModeOption = defaults()["json_mode"],
     timeout: Annotated[float, typer.Option(help="Seconds per request")] = defaults()["timeout"],
     audio_as: Annotated[str, typer.Option(help=AUDIO_AS_HELP)] = "input_audio",
     ts_format: Annotated[str, typer.Option(help=TS_HELP + " (ecog)")] = "ms",
@@ -191,8 +194,6 @@ def run_cmd(
     if dry_run:
         from avstack.prompting.stacks import make_stack
         from avstack.runs.ablation import plan_stacks
-        from avstack.runs.plan import Counting
-        from avstack.runs.runners import make_backend
 
         with user_errors():
             chosen = get_task(task)
@@ -200,8 +201,8 @@ def run_cmd(
                 fail(f"--dry-run plans runs over a prepared folder; --task {task} has none to plan")
             target = chosen.ablation(prepared, TaskInputs(questions, questions_format, prompt))
             stack = make_stack(variant, drop, ts_format, word_ts_format)
-            sent_with = backend_options(base_url, temperature, max_tokens, timeout)
-            counting = Counting.of(make_backend(model, chosen.baselines, **sent_with), image_rule)
+            sent_with = backend_options(base_url, temperature, max_tokens, timeout, json_mode=json_mode)
+            counting = counting_for(model, chosen.baselines, sent_with, image_rule)
             bill = plan_stacks(target, [stack], model, out, counting, max_output_tokens=max_tokens)
         bill_first(bill, out, True, None)
 
@@ -215,7 +216,7 @@ def run_cmd(
                 batch_poll_s=batch_poll if batch else None,
                 retry_failed=retry_failed,
             ),
-            backend_options(base_url, temperature, max_tokens, timeout, audio_as),
+            backend_options(base_url, temperature, max_tokens, timeout, audio_as, json_mode),
             prepared,
             TaskInputs(questions, questions_format, prompt, asr, coord_order, bundles, images, style),
             StackChoice(variant, tuple(drop), ts_format, word_ts_format, options, shuffle_seed, max_side),

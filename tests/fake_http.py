@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 # (method, path pattern) per API, from each API's own reference: OpenAI's API reference (chat,
 # models, files, batches); Gemini's REST reference (models.generateContent,
 # models.batchGenerateContent, batches, media.upload with its resumable session URL, files);
-# llama.cpp's server README (/health, /v1/models, /v1/chat/completions)
+# llama.cpp's server README (/health, /v1/models, /v1/chat/completions); vLLM's serving docs
 DOCUMENTED = {
     "openai": [
         ("POST", r"/v1/chat/completions"),
@@ -42,6 +42,8 @@ DOCUMENTED = {
         ("DELETE", r"/v1beta/files/[^/]+"),
     ],
     "llama.cpp": [("GET", r"/health"), ("GET", r"/v1/models"), ("POST", r"/v1/chat/completions")],
+    # vLLM's OpenAI-compatible server (its docs' "Tokenizer API" and /version)
+    "vllm": [("GET", r"/version"), ("POST", r"/tokenize"), ("GET", r"/v1/models"), ("POST", r"/v1/chat/completions")],
 }
 UNDOCUMENTED: list = []  # (fake, method, path) a fake tried to answer with a success
 SERVED: set = set()  # (api, method, pattern) answered during the session

@@ -129,3 +129,26 @@ class Recorder:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@contextmanager
+def vision_server(log: Path, *extra: str) -> Iterator[dict]:
+    """llama-server with the tiny Qwen2-VL and its vision projector (`make tiny-vl`), behind a
+    Recorder: {"base": the proxy's /v1, "root": the server, "proxy", "log"}. `extra`: more of the
+    server's options."""
+    import tiny_qwen2vl
+
+    pytest.importorskip("openai")
+    binary, made = llama_binary(), tiny_qwen2vl.cached_gguf()
+    if binary is None:
+        pytest.skip("no llama-server (make llama-server, or AVSTACK_LLAMA_SERVER)")
+    if made is None:
+        where = tiny_qwen2vl.gguf_folder()
+        pytest.skip(f"the tiny Qwen2-VL is not converted for llama-server here (make tiny-vl; {where})")
+    model, mmproj = made
+    with llama_server(binary, ["-m", str(model), "--mmproj", str(mmproj), "-c", "32768", *extra], log) as url:
+        proxy = Recorder(url)
+        try:
+            yield {"base": f"{proxy.url}/v1", "root": url, "proxy": proxy, "log": log}
+        finally:
+            proxy.close()

@@ -46,6 +46,32 @@ def test_gemini_claude_and_qwen_rules_by_hand():
     assert cost.image_tokens(640, 480, "local:some-unknown-model") is None
 
 
+def test_the_open_model_families_rules_by_hand():
+    # Qwen2-VL / 2.5-VL: the blocks and <|vision_start|>, <|vision_end|> (a 360 x 640 frame:
+    # 13 x 23 blocks of 28 px; llama-server counted 301 for it, tests/test_llama_vision.py)
+    assert cost.image_tokens(360, 640, "openai:Qwen2-VL-2B-Instruct") == 13 * 23 + 2
+    assert cost.image_tokens(360, 640, "openai:qwen2.5-vl-7b") == 13 * 23 + 2
+    # 4000 x 3000 is 143 x 107 blocks, over llama.cpp's 4096: scaled to sqrt(12e6 / (4096 * 784)) ...
+    beta = math.sqrt(4000 * 3000 / (4096 * 784))
+    blocks = math.floor(4000 / beta / 28) * math.floor(3000 / beta / 28)
+    assert blocks <= 4096 and cost.image_tokens(4000, 3000, "x", chosen="qwen2-vl-llama.cpp") == blocks + 2
+    assert cost.image_tokens(4000, 3000, "x", chosen="qwen2-vl") == 143 * 107 + 2  # within HF's 16384
+    # Qwen3-VL: 32 px blocks (16 px patches merged 2 x 2), at least 64 of them
+    assert cost.image_tokens(640, 640, "openai:Qwen3-VL-8B-Instruct") == 20 * 20 + 2
+    assert cost.image_tokens(64, 64, "openai:qwen3-vl") == 8 * 8 + 2  # raised to 65,536 pixels
+    # InternVL: 1024 x 768 is aspect 4:3 -> a 4 x 3 grid of 448 px tiles, and the thumbnail
+    assert cost.internvl_tiles(1024, 768) == 4 * 3 + 1
+    assert cost.internvl_tiles(448, 448) == 1  # one tile, no thumbnail
+    assert cost.image_tokens(1024, 768, "openai:OpenGVLab/InternVL3-8B") == 13 * 256 + 2
+    # LLaVA-OneVision at 384 x 384: the base 729, a 1 x 1 grid of 27 x 27 and 27 newlines
+    assert cost.image_tokens(384, 384, "openai:llava-onevision-qwen2-7b-ov") == 729 + 27 * 27 + 27
+    # Gemma 3: every image 256 tokens between <start_of_image> and <end_of_image>
+    assert cost.image_tokens(4000, 100, "gemini:gemma-3-27b-it") == 258
+    assert cost.image_rule("openai:my-model", "internvl") == "internvl"
+    with pytest.raises(ValueError, match="--image-rule: expected one of"):
+        cost.image_rule("openai:my-model", "qwen9")
+
+
 def test_image_size_reads_jpeg_and_png_headers(tmp_path):
     img = np.zeros((37, 53, 3), np.uint8)
     for ext in (".jpg", ".png"):
@@ -177,3 +203,55 @@ def test_run_dry_run_plans_one_stack(prepared, tmp_path):
     assert list(plan["stacks"]) == ["full"] and plan["image_rule"] == "gemini"
     assert plan["stacks"]["full"]["image_tokens"] == 258 * plan["stacks"]["full"]["images"]  # frames under 768 px
     assert sorted(p.name for p in out.iterdir()) == ["plan.json"]
+
+
+class VllmTokenizer(JsonHandler):
+    """vLLM's routes the plan asks: /version (what the server is) and /tokenize with chat messages,
+    here counting a token per word of the text parts, keeping every body."""
+
+    api = "vllm"
+    bodies: list = []
+
+    def do_GET(self):
+        if self.path == "/version":
+            return self.send_json(200, {"version": "0.11.0"})
+        self.send_json(404, {"detail": "Not Found"})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        VllmTokenizer.bodies.append((self.path, body))
+        if self.path != "/tokenize":
+            return self.send_json(404, {"detail": "Not Found"})
+        words = sum(len(_text(m).split()) for m in body["messages"])
+        self.send_json(200, {"count": words, "max_model_len": 32768, "tokens": list(range(words))})
+
+
+def _text(message: dict) -> str:
+    content = message["content"]
+    return content if isinstance(content, str) else " ".join(p["text"] for p in content if p["type"] == "text")
+
+
+def test_the_plan_counts_text_with_a_vllm_servers_tokenizer_and_sends_no_request(prepared, tmp_path):
+    from avstack.prompting.messages import to_openai
+    from avstack.prompting.stacks import make_stack
+    from avstack.tasks.ecog.prompt import EcogOptions
+
+    VllmTokenizer.bodies = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), VllmTokenizer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_port}/v1"
+    try:
+        out = tmp_path / "run"
+        args = ["run", str(prepared), "--model", "openai:Qwen/Qwen2.5-VL-7B-Instruct", "--base-url", url]
+        res = CliRunner().invoke(app, [*args, "--out", str(out), "--dry-run"])
+    finally:
+        httpd.shutdown()
+    assert res.exit_code == 0, res.output
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["text_tokens"].startswith("the server's tokenizer (vLLM /tokenize") and plan["image_rule"] == "qwen2-vl"
+    pairs, _ = requests_for(prepared, make_stack("full"), EcogOptions())
+    words = sum(len(_text(m).split()) for _, req in pairs for m in to_openai(req, "path"))
+    assert plan["stacks"]["full"]["text_tokens"] == words
+    assert {path for path, _ in VllmTokenizer.bodies} == {"/tokenize"}  # nothing asked of the model
+    sent = [m for _, body in VllmTokenizer.bodies for m in body["messages"]]
+    assert not any(p.get("type") != "text" for m in sent if isinstance(m["content"], list) for p in m["content"])

@@ -16,9 +16,8 @@ import json
 from pathlib import Path
 
 import pytest
-import tiny_qwen2vl
 from avstack_cli.app import app
-from llama_servers import Recorder, generations, llama_binary, llama_server
+from llama_servers import generations, vision_server
 from typer.testing import CliRunner
 
 from avstack.manifest import load_manifest
@@ -29,21 +28,8 @@ TOKENS = "16"
 
 @pytest.fixture(scope="module")
 def vision(tmp_path_factory):
-    pytest.importorskip("openai")
-    binary, made = llama_binary(), tiny_qwen2vl.cached_gguf()
-    if binary is None:
-        pytest.skip("no llama-server (make llama-server, or AVSTACK_LLAMA_SERVER)")
-    if made is None:
-        where = tiny_qwen2vl.gguf_folder()
-        pytest.skip(f"the tiny Qwen2-VL is not converted for llama-server here (make tiny-vl; {where})")
-    model, mmproj = made
-    log = tmp_path_factory.mktemp("vision") / "server.log"
-    with llama_server(binary, ["-m", str(model), "--mmproj", str(mmproj), "-c", "32768"], log) as url:
-        proxy = Recorder(url)
-        try:
-            yield {"base": f"{proxy.url}/v1", "root": url, "proxy": proxy, "log": log}
-        finally:
-            proxy.close()
+    with vision_server(tmp_path_factory.mktemp("vision") / "server.log") as served:
+        yield served
 
 
 def _invoke(args: list[str]):

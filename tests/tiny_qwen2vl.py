@@ -82,11 +82,13 @@ def qwen2_tokenizer():
     )
 
 
-def build(folder: Path, seed: int = 0, depth: int = 1, positions: int = 4096) -> Path:
+def build(folder: Path, seed: int = 0, depth: int = 1, positions: int = 4096, init_std: float = 0.02) -> Path:
     """Write the tiny model, its tokenizer and processor into `folder`; return it. `depth`: vision
     blocks (llama.cpp's converter needs three: its tensor map for the merger spans as many blocks
     as the config has, and with one it stops at `visual.merger.mlp.2.bias`); `positions`: the
-    text model's context (a server's context is capped at it)."""
+    text model's context (a server's context is capped at it); `init_std`: the spread of the random
+    weights (transformers' initializer_range: at its 0.02 the residual stream barely moves, and the
+    model writes the same answer whatever it is shown)."""
     import torch
     import transformers
 
@@ -111,7 +113,7 @@ def build(folder: Path, seed: int = 0, depth: int = 1, positions: int = 4096) ->
         vision_config={"depth": depth, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "mlp_ratio": 2,
                        "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
         image_token_id=IMAGE_PAD, video_token_id=IMAGE_PAD + 1, vision_start_token_id=VISION_START,
-        bos_token_id=FIRST_SPECIAL, eos_token_id=IM_END, pad_token_id=FIRST_SPECIAL,
+        bos_token_id=FIRST_SPECIAL, eos_token_id=IM_END, pad_token_id=FIRST_SPECIAL, initializer_range=init_std,
     )  # fmt: skip
     torch.manual_seed(seed)
     model = transformers.Qwen2VLForConditionalGeneration(config)
@@ -139,7 +141,9 @@ def image_tokens(height: int, width: int) -> int:
 # ------------------------------------------------------------------------------------ as a GGUF
 
 # The tiny model for llama-server (#57): converted by llama.cpp's own converter, once per machine.
-GGUF_DEPTH, GGUF_POSITIONS = 3, 32768
+# init 0.3: answers that differ from clip to clip and stack to stack (measured on the samples), so a
+# test that two harnesses give the same answers would fail if they sent different requests
+GGUF_DEPTH, GGUF_POSITIONS, GGUF_INIT = 3, 32768, 0.3
 CACHE = Path(os.environ.get("AVSTACK_CACHE", Path.home() / ".cache" / "avstack"))
 
 
@@ -187,11 +191,12 @@ def build_gguf() -> tuple[Path, Path]:
     source, folder = llama_cpp_source(), gguf_folder()
     folder.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".making-", dir=folder.parent))  # the same disk: the rename is atomic
-    hf = build(work / "hf", depth=GGUF_DEPTH, positions=GGUF_POSITIONS)
+    hf = build(work / "hf", depth=GGUF_DEPTH, positions=GGUF_POSITIONS, init_std=GGUF_INIT)
     convert = [sys.executable, str(source / "convert_hf_to_gguf.py"), str(hf), "--outtype", "f32"]
     for name, extra in (("model.gguf", []), ("mmproj.gguf", ["--mmproj"])):
         subprocess.run([*convert, "--outfile", str(work / name), *extra], check=True, capture_output=True)
-    made = {"recipe": gguf_key(), "converter": str(source), "depth": GGUF_DEPTH, "positions": GGUF_POSITIONS}
+    made = {"recipe": gguf_key(), "converter": str(source), "depth": GGUF_DEPTH, "positions": GGUF_POSITIONS,
+            "init_std": GGUF_INIT}  # fmt: skip
     (work / "made.json").write_text(json.dumps(made, indent=1))
     shutil.rmtree(hf)
     shutil.rmtree(folder, ignore_errors=True)

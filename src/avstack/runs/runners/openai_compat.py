@@ -68,10 +68,10 @@ class OpenAICompat(BackendBase):
         # carry one are refused before they are sent
         self._refused: dict[str, str] = {}
         self._openai = _openai()
-        self._key = key
-        self._client: Any = None  # made on first use, again after close()
         # another server (llama.cpp, vLLM) is asked what it takes and how it counts, before a run
         self.probe = None if self.base_url.startswith(OPENAI_API) else ServerProbe(self.base_url, key, min(timeout, 10))
+        self._key = key
+        self._client: Any = None  # made on first use, again after close()
 
     def _make_client(self, key: str) -> Any:
         openai = self._openai

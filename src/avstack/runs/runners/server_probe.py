@@ -6,14 +6,15 @@ llama.cpp's llama-server answers both: `GET /props` gives `modalities` ({"vision
 (an image part becomes the marker) and `POST /tokenize` counts. mtmd tokenizes the text between
 images one piece at a time, so the pieces are counted the same way, and the sum equals the text
 share of the server's own `usage.prompt_tokens`. vLLM answers `POST /tokenize` with the messages
-(`{"count": N}`), here with the media left out. Any other server answers neither, and the plan
-falls back to its own estimate and says so. Every answer is cached per probe; a server that
-does not answer is asked once.
+(`{"count": N}`), here with the media left out. Only GETs are sent until the server has said
+what it is (llama.cpp's /props, vLLM's /version): a server of another kind is never POSTed to,
+and the plan falls back to its own estimate and says so. Every answer is cached per probe.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,19 +33,23 @@ class ServerProbe:
     the Authorization header and is never kept in an answer or an error)."""
 
     def __init__(self, base_url: str, key: str = "", timeout: float = 10.0):
+        # the openai client's own HTTP library, imported here, once, not in the run's threads (a
+        # first import from several threads at once can see a half-made module)
+        import httpx
+
+        self._httpx = httpx
         self.root = base_url.rstrip("/").removesuffix("/v1")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.timeout = timeout
         self._props: dict[str, Any] | None = None
         self._asked_props = False
-        self._how: str | None = None  # "llama.cpp" or "vllm" once a count worked; "" when none does
+        self._kind: str | None = None  # "llama.cpp", "vllm" or "" (neither), once asked
+        self._lock = threading.Lock()  # the run's threads ask at once: the server is asked once
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
-        import httpx
-
         try:
-            r = httpx.request(method, self.root + path, json=body, headers=self._headers, timeout=self.timeout)
-        except httpx.HTTPError:
+            r = self._httpx.request(method, self.root + path, json=body, headers=self._headers, timeout=self.timeout)
+        except self._httpx.HTTPError:
             return None
         if r.status_code != 200:
             return None
@@ -55,10 +60,11 @@ class ServerProbe:
 
     def props(self) -> dict[str, Any] | None:
         """llama.cpp's /props, or None where the server has none."""
-        if not self._asked_props:
-            self._asked_props = True
-            got = self._call("GET", "/props")
-            self._props = got if isinstance(got, dict) else None
+        with self._lock:
+            if not self._asked_props:
+                got = self._call("GET", "/props")
+                self._props = got if isinstance(got, dict) else None
+                self._asked_props = True
         return self._props
 
     def takes(self, kind: str) -> bool | None:
@@ -68,26 +74,32 @@ class ServerProbe:
             return None
         return bool(modalities[MODALITY[kind]])
 
+    def kind(self) -> str:
+        """What the server said it is: llama.cpp (its /props), vllm (its /version), or ""."""
+        props = self.props()
+        with self._lock:
+            if self._kind is None:
+                if props is not None and ("media_marker" in props or "build_info" in props):
+                    self._kind = "llama.cpp"
+                else:
+                    version = self._call("GET", "/version")
+                    self._kind = "vllm" if isinstance(version, dict) and "version" in version else ""
+            return self._kind
+
     def count_text(self, model: str, messages: Sequence[dict[str, Any]]) -> int | None:
         """Tokens of the messages' text with the server's chat template and tokenizer (media not
         counted: the plan counts them by its image rule), or None when the server cannot say."""
-        if self._how in (None, "llama.cpp"):
-            got = self._count_llama_cpp(messages)
-            if got is not None or self._how == "llama.cpp":
-                self._how = "llama.cpp"
-                return got
-        if self._how in (None, "vllm"):
-            got = self._count_vllm(model, messages)
-            if got is not None or self._how == "vllm":
-                self._how = "vllm"
-                return got
-        self._how = ""
+        kind = self.kind()
+        if kind == "llama.cpp":
+            return self._count_llama_cpp(messages)
+        if kind == "vllm":
+            return self._count_vllm(model, messages)
         return None
 
     @property
     def how(self) -> str | None:
         return {"llama.cpp": "the server's tokenizer (llama.cpp /apply-template + /tokenize)",
-                "vllm": "the server's tokenizer (vLLM /tokenize, media left out)"}.get(self._how or "")  # fmt: skip
+                "vllm": "the server's tokenizer (vLLM /tokenize, media left out)"}.get(self._kind or "")  # fmt: skip
 
     def _count_llama_cpp(self, messages: Sequence[dict[str, Any]]) -> int | None:
         marker = (self.props() or {}).get("media_marker")

@@ -13,7 +13,7 @@ from typing import Any
 
 from avstack.io import DataError, atomic_stream, write_jsonl_atomic
 from avstack.manifest import ClipRecord, data_root_of, iter_manifest, manifest_shards
-from avstack.prompting.messages import Audio, Request, Video, flat_prompt, render, to_openai
+from avstack.prompting.messages import Audio, Request, Text, Video, flat_prompt, render, to_openai
 from avstack.prompting.stacks import Stack
 from avstack.tasks.ecog.prompt import EcogOptions
 from avstack.tasks.ecog.runs import request_or_problem, requests_for, require_ground_truth, usable
@@ -28,6 +28,16 @@ def _refuse(problems: list[str]) -> None:
         raise DataError("; ".join(problems[:5]) + more)
 
 
+def part_layout(req: Request) -> list[dict[str, str]]:
+    """The user turn's parts in order, media by kind only (`{"type": "image"}` is the next of the
+    row's images): what a harness needs to send the request exactly as `avstack run` does, text
+    part by text part (a flat prompt joins them, and a chat template then sees other text)."""
+    return [
+        {"type": "text", "text": p.text} if isinstance(p, Text) else {"type": type(p).__name__.lower()}
+        for p in req.parts
+    ]
+
+
 def generic_row(record: ClipRecord, req: Request, stack: Stack) -> dict[str, Any]:
     question, images, pts = flat_prompt(req)
     video = next((str(req.path_of(p)) for p in req.parts if isinstance(p, Video)), None)
@@ -38,6 +48,7 @@ def generic_row(record: ClipRecord, req: Request, stack: Stack) -> dict[str, Any
         "stack": stack.name,
         "system": req.system,
         "question": question,
+        "parts": json.dumps(part_layout(req), ensure_ascii=False),
         "images": images,
         "image_pts_ms": pts,
         "video": video,
@@ -180,6 +191,7 @@ def _write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
             "stack": Value("string"),
             "system": Value("string"),
             "question": Value("string"),
+            "parts": Value("string"),
             "images": Sequence(Image()),
             "image_pts_ms": Sequence(Value("int64")),
             "video": Value("string"),

@@ -1,9 +1,11 @@
 """`avstack export --to lmms-eval`: a task folder for lmms-eval over the exported Parquet shards.
 
-The folder holds `avstack_ecog_<stack>.yaml` (the task) and `utils.py` (doc_to_visual,
-doc_to_text, process_results, aggregation), which calls the functions below: avstack's own
-parser and scorer, so lmms-eval reports the numbers `avstack run` reports. The frames keep their
-true pts in the text (`<timestamp_ms>N` before each `<image>`), as in avstack's own stacks.
+The folder holds `avstack_ecog_<stack>.yaml` (the task) and `utils.py` (doc_to_messages,
+doc_to_visual, doc_to_text, process_results, aggregation), which calls the functions below:
+avstack's own parser and scorer, so lmms-eval reports the numbers `avstack run` reports. A chat
+model (lmms-eval's `openai`) gets `doc_to_messages`: the request `avstack run` sends, part by part
+(each frame after its `<timestamp_ms>N` tag, the system turn apart); a simple model gets the flat
+`doc_to_text` with `<image>` where each frame goes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from avstack.tasks.ecog import lmms
 
 def doc_to_visual(doc):
     return lmms.doc_to_visual(doc)
+
+
+def doc_to_messages(doc, lmms_eval_specific_kwargs=None):
+    return lmms.doc_to_messages(doc)
 
 
 def doc_to_text(doc, lmms_eval_specific_kwargs=None):
@@ -57,6 +63,7 @@ def task_yaml(stack: Stack, data_files: str, max_tokens: int = 2048) -> str:
         "output_type: generate_until\n"
         "doc_to_visual: !function utils.doc_to_visual\n"
         "doc_to_text: !function utils.doc_to_text\n"
+        "doc_to_messages: !function utils.doc_to_messages\n"
         "doc_to_target: answer\n"
         f"generation_kwargs:\n  max_new_tokens: {max_tokens}\n  temperature: 0\n  do_sample: false\n"
         "process_results: !function utils.process_results\n"
@@ -80,6 +87,22 @@ def write_task(folder: Path, stack: Stack, shards_glob: str, max_tokens: int = 2
 def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
     """The frames in time order (PIL images, as `datasets` decodes the Parquet column)."""
     return [img.convert("RGB") if hasattr(img, "convert") else img for img in doc["images"]]
+
+
+def doc_to_messages(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chat as `avstack run` sends it (lmms-eval's chat models read this): the system turn,
+    then the user turn part by part, each frame after its own time tag."""
+    images = iter(doc_to_visual(doc))
+    content: list[dict[str, Any]] = []
+    for part in json.loads(doc["parts"]):
+        if part["type"] == "text":
+            content.append({"type": "text", "text": part["text"]})
+        elif part["type"] == "image":
+            content.append({"type": "image", "url": next(images)})
+        else:  # a video or sound: the Parquet row carries its path, not its bytes
+            content.append({"type": part["type"], "url": doc[part["type"]]})
+    system = [{"role": "system", "content": [{"type": "text", "text": doc["system"]}]}] if doc["system"] else []
+    return [*system, {"role": "user", "content": content}]
 
 
 def doc_to_text(doc: dict[str, Any], kwargs: dict[str, Any] | None = None) -> str:
