@@ -1,10 +1,11 @@
 """`avstack export --to lmms-eval`: the generated task folder, exercised through its own hooks.
 
-lmms-eval itself does not install beside avstack's pins (it needs av<16 and torchvision; see the
-README), so the test loads the generated YAML and `utils.py` the way lmms-eval does (the YAML
-with its `!function` tags resolved to the module's functions, the Parquet shards through
-`datasets`) and calls the hooks: oracle answers score 100%, the deixis answers of a run score
-exactly what `avstack score` gives them."""
+lmms-eval itself does not install beside avstack's pins (it needs av<16 and torchvision); it runs
+in a venv of its own in tests/test_harness_real.py. Here, in avstack's own venv, the test loads
+the generated YAML and `utils.py` the way lmms-eval does (the YAML with its `!function` tags
+resolved to the module's functions, the Parquet shards through `datasets`) and calls the hooks:
+oracle answers score 100%, the deixis answers of a run score exactly what `avstack score` gives
+them."""
 
 from __future__ import annotations
 
