@@ -42,6 +42,18 @@ DOCUMENTED = {
         ("DELETE", r"/v1beta/files/[^/]+"),
     ],
     "llama.cpp": [("GET", r"/health"), ("GET", r"/v1/models"), ("POST", r"/v1/chat/completions")],
+    # Anthropic's API reference: Messages, Message Batches (and its results), token counting, models
+    "anthropic": [
+        ("POST", r"/v1/messages"),
+        ("POST", r"/v1/messages/count_tokens"),
+        ("POST", r"/v1/messages/batches"),
+        ("GET", r"/v1/messages/batches"),
+        ("GET", r"/v1/messages/batches/[^/]+"),
+        ("GET", r"/v1/messages/batches/[^/]+/results"),
+        ("POST", r"/v1/messages/batches/[^/]+/cancel"),
+        ("DELETE", r"/v1/messages/batches/[^/]+"),
+        ("GET", r"/v1/models"),
+    ],
     # vLLM's OpenAI-compatible server (its docs' "Tokenizer API" and /version)
     "vllm": [("GET", r"/version"), ("POST", r"/tokenize"), ("GET", r"/v1/models"), ("POST", r"/v1/chat/completions")],
 }

@@ -115,6 +115,28 @@ def to_openai(
     return [{"role": "system", "content": req.system}, user] if req.system else [user]
 
 
+def to_anthropic(req: Request) -> dict[str, Any]:
+    """Anthropic's Messages fields: the system prompt at the top level and one user turn, each
+    frame a base64 image block after its time tag. Claude takes no audio or video part (the
+    back-end refuses such a request before this is called); an empty text block is an error
+    there, so none is sent."""
+    content: list[dict[str, Any]] = []
+    for p in req.parts:
+        if isinstance(p, Text):
+            if p.text:
+                content.append({"type": "text", "text": p.text})
+        elif isinstance(p, Image):
+            path = req.path_of(p)
+            data = base64.b64encode(path.read_bytes()).decode()
+            content.append({"type": "image", "source": {"type": "base64", "media_type": mime_of(path), "data": data}})
+        else:
+            raise ValueError(f"Anthropic's Messages API takes no {type(p).__name__.lower()} part")
+    fields: dict[str, Any] = {"messages": [{"role": "user", "content": content}]}
+    if req.system:
+        fields["system"] = req.system
+    return fields
+
+
 def to_gemini(req: Request, media: str = "data") -> dict[str, Any]:
     """`contents` + system instruction for google-genai; a video is a file to upload."""
     parts: list[dict[str, Any]] = []

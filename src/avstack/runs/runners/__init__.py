@@ -25,7 +25,8 @@ from avstack.runs.runners.base import (
 OPENAI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "image_detail", "timeout", "audio_as")
 GEMINI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "timeout")
 HF_OPTIONS = ("temperature", "max_tokens")
-MODEL_BACKENDS = ("openai:MODEL", "gemini:MODEL", "hf:MODEL", "replay:FILE")
+ANTHROPIC_OPTIONS = ("base_url", "temperature", "max_tokens", "timeout")
+MODEL_BACKENDS = ("openai:MODEL", "gemini:MODEL", "anthropic:MODEL", "hf:MODEL", "replay:FILE")
 
 
 def _pick(options: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
@@ -33,12 +34,12 @@ def _pick(options: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any
 
 
 def make_backend(spec: str, baselines: Mapping[str, Callable[[str], Backend]] | None = None, **options: Any) -> Backend:
-    """`openai:MODEL`, `gemini:MODEL`, `hf:MODEL`, `replay:PATH`, or one of `baselines` (a task's
+    """`openai:MODEL`, `gemini:MODEL`, `anthropic:MODEL`, `hf:MODEL`, `replay:PATH`, or one of `baselines` (a task's
     offline baselines by name, each made from the text after the colon)."""
     kind, _, name = spec.partition(":")
     if baselines and kind in baselines:
         return baselines[kind](name)
-    if kind in ("openai", "gemini", "hf") and not name:
+    if kind in ("openai", "gemini", "anthropic", "hf") and not name:
         example = "Qwen/Qwen2.5-VL-3B-Instruct" if kind == "hf" else "MODEL"
         raise ValueError(f"{kind} needs a model name: --model {kind}:{example}")
     if kind == "openai":
@@ -53,6 +54,10 @@ def make_backend(spec: str, baselines: Mapping[str, Callable[[str], Backend]] | 
         from avstack.runs.runners.gemini import Gemini
 
         return Gemini(name, **_pick(options, GEMINI_OPTIONS))
+    if kind == "anthropic":
+        from avstack.runs.runners.anthropic import Anthropic
+
+        return Anthropic(name, **_pick(options, ANTHROPIC_OPTIONS))
     if kind == "hf":
         from avstack.runs.runners.hf import HFLocal
 

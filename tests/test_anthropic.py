@@ -1,0 +1,169 @@
+"""Claude through Anthropic's Messages API (`anthropic:MODEL`, #58), against a local server that
+answers only the routes Anthropic documents (fake_http.DOCUMENTED) and checks every request body
+against the official `anthropic` SDK's own request types: every clip answered, each frame a
+base64 image block after its time tag, the system prompt at the top level; `omni` refused before
+sending; 429 (with retry-after), 529 and 5xx retried; a 400 or 413 final, recorded with the limit
+the server named; the key sent only in its header, never written."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from avstack_cli.app import app
+from fake_http import JsonHandler, serving
+from typer.testing import CliRunner
+
+from avstack.manifest import load_manifest
+
+anthropic = pytest.importorskip("anthropic", reason="no anthropic SDK (pip install 'avstack[anthropic]')")
+
+KEY = "sk-ant-test-0123456789"
+MODEL = "anthropic:claude-sonnet-4-5"
+
+
+def _check_against_sdk_types(body: dict) -> None:
+    """The body is a MessageCreateParamsNonStreaming as the SDK types it: pydantic validates the
+    TypedDict (blocks, sources, roles), and no key is one the type does not have."""
+    from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+    from pydantic import TypeAdapter
+
+    TypeAdapter(MessageCreateParamsNonStreaming).validate_python(body)
+    allowed = MessageCreateParamsNonStreaming.__required_keys__ | MessageCreateParamsNonStreaming.__optional_keys__
+    assert set(body) <= allowed, set(body) - allowed
+    assert {"model", "max_tokens", "messages"} <= set(body)
+    for message in body["messages"]:
+        for block in message["content"]:
+            assert block["type"] in ("text", "image") and (block["type"] != "text" or block["text"])
+
+
+class Messages(JsonHandler):
+    """POST /v1/messages: a Messages API answer with usage, after checking the body; per clip (its
+    first frame's bytes) a scripted list of statuses to answer before the 200."""
+
+    api = "anthropic"
+    bodies: list = []
+    headers_seen: list = []
+    script: dict = {}  # clip marker -> [status, ...] answered first
+    lock = threading.Lock()
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path != "/v1/messages":
+            return self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "Not found"}})
+        with Messages.lock:
+            Messages.bodies.append(body)
+            Messages.headers_seen.append({k.lower(): v for k, v in self.headers.items()})
+        _check_against_sdk_types(body)
+        key = _key([b["source"]["data"] for b in body["messages"][0]["content"] if b["type"] == "image"])
+        with Messages.lock:
+            queue = Messages.script.get(key, [])
+            status = queue.pop(0) if queue else 200
+        if status == 429:
+            error = {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your rate limit"}
+            return self.send_json(429, {"type": "error", "error": error}, {"retry-after": "0"})
+        if status == 529:
+            error = {"type": "overloaded_error", "message": "Overloaded"}
+            return self.send_json(529, {"type": "error", "error": error})
+        if status == 400:
+            message = "image dimensions exceed max allowed size for many-image requests: 2000 pixels"
+            error = {"type": "invalid_request_error", "message": message}
+            return self.send_json(400, {"type": "error", "error": error})
+        images = sum(b["type"] == "image" for b in body["messages"][0]["content"])
+        self.send_json(
+            200,
+            {
+                "id": "msg_01", "type": "message", "role": "assistant", "model": body["model"],
+                "content": [{"type": "text", "text": json.dumps({"answer": [], "images_seen": images})}],
+                "stop_reason": "end_turn", "stop_sequence": None,
+                "usage": {"input_tokens": 1000 + images, "output_tokens": 12, "cache_read_input_tokens": 0,
+                          "cache_creation_input_tokens": 0},
+            },
+        )  # fmt: skip
+
+
+def _key(images: list[str]) -> str:
+    return hashlib.sha256("".join(images).encode()).hexdigest()
+
+
+def _frames_key(prepared: Path, rec) -> str:
+    """What the fake knows a clip's request by: all of its frames (some clips share their first)."""
+    return _key([base64.b64encode((prepared / f.path).read_bytes()).decode() for f in rec.frames])
+
+
+@pytest.fixture()
+def fresh():
+    Messages.bodies, Messages.headers_seen, Messages.script = [], [], {}
+
+
+def _host(url: str) -> str:
+    return url.removesuffix("/v1")  # the SDK takes the host and adds /v1 itself
+
+
+def test_an_ablation_on_claude_answers_every_clip_with_sdk_typed_bodies(prepared, tmp_path, monkeypatch, fresh):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    out = tmp_path / "abl"
+    with serving(Messages) as url:
+        args = ["ablate", str(prepared), "--model", MODEL, "--base-url", _host(url), "--drop", "frame_ts"]
+        res = CliRunner().invoke(app, [*args, "--variants", "omni", "--concurrency", "2", "--out", str(out)])
+    assert res.exit_code == 1, res.output  # omni refused: a failed stack, named
+    assert "omni" in res.output and "takes no audio input" in res.output
+    clips = [r for r in load_manifest(prepared) if r.ok]
+    for stack in ("full", "full-no_frame_ts"):
+        rows = [json.loads(line) for line in (out / stack / "predictions.jsonl").read_text().splitlines()]
+        assert len(rows) == len(clips) and all(r["error"] is None and r["raw"] for r in rows), rows
+        assert all(r["usage"]["input_tokens"] > 1000 for r in rows if not r["cached"])
+    omni = [json.loads(line) for line in (out / "omni" / "predictions.jsonl").read_text().splitlines()]
+    assert all(r["attempts"] == 0 and "takes no audio input" in r["error"] for r in omni)
+    assert not any("audio" in json.dumps(b) for b in Messages.bodies)  # nothing of omni was sent
+    body = Messages.bodies[0]
+    assert body["system"] and body["model"] == "claude-sonnet-4-5"
+    from avstack.runs.runners.anthropic import _takes
+
+    assert body.get("temperature") == (0 if _takes("temperature") else None)  # only where the SDK types it
+    content = body["messages"][0]["content"]
+    tags = [content[i - 1]["text"] for i, b in enumerate(content) if b["type"] == "image"]
+    assert any(t.startswith("<timestamp_ms>") for t in tags)  # each frame after its time tag (full)
+    # the key only in the auth header the SDK uses (x-api-key; Bearer since the SDK's 2026 releases)
+    seen = Messages.headers_seen
+    sent_keys = [(h.get("x-api-key"), h.get("authorization", "").removeprefix("Bearer ")) for h in seen]
+    assert all(KEY in pair for pair in sent_keys)
+    assert all(h.get("anthropic-version") for h in Messages.headers_seen)
+    for path in out.rglob("*"):  # the key never reaches a file
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+    assert KEY not in res.output
+
+
+def test_claude_retries_as_anthropic_says_and_a_named_limit_is_final(prepared, tmp_path, monkeypatch, fresh):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    keys = {r.clip_id: _frames_key(prepared, r) for r in load_manifest(prepared) if r.ok}
+    unique = [c for c, k in keys.items() if list(keys.values()).count(k) == 1]  # frames no other clip has
+    clips = [c for c in unique[:2]]
+    Messages.script = {keys[clips[0]]: [429, 529], keys[clips[1]]: [400]}
+    out = tmp_path / "run"
+    with serving(Messages) as url:
+        args = ["run", str(prepared), "--model", MODEL, "--base-url", _host(url), "--concurrency", "1"]
+        res = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert res.exit_code == 1, res.output  # one clip failed: named, counted
+    rows = {r["video_name"]: r for r in map(json.loads, (out / "predictions.jsonl").read_text().splitlines())}
+    assert rows[clips[0]]["attempts"] == 3 and rows[clips[0]]["error"] is None
+    bad = rows[clips[1]]
+    assert bad["attempts"] == 1 and "2000 pixels" in bad["error"] and "invalid_request_error" in bad["error"]
+
+
+def test_the_plan_counts_claudes_images_and_prices_it(prepared, tmp_path):
+    out = tmp_path / "plan"
+    res = CliRunner().invoke(app, ["run", str(prepared), "--model", MODEL, "--out", str(out), "--dry-run"])
+    assert res.exit_code == 0, res.output  # no key needed to plan
+    plan = json.loads((out / "plan.json").read_text())
+    from avstack.runs import cost
+
+    assert plan["image_rule"] == "claude" and plan["price_usd_per_1m"] == {"input": 3.0, "output": 15.0}
+    frames = [f for r in load_manifest(prepared) if r.ok for f in r.frames]
+    sizes = [cost.image_size(prepared / f.path) for f in frames]
+    assert plan["stacks"]["full"]["image_tokens"] == sum(cost.claude(w, h) for w, h in sizes)
