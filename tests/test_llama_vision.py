@@ -89,9 +89,13 @@ def test_every_image_stack_reaches_the_server_whole_and_the_plan_meets_its_count
         assert answers["answered"] == len(clips) and answers["request_failures"] == 0
         assert answers["parse_failures"] == sum(bool(r["parse_error"]) for r in rows)  # nonsense is counted
         reported = sum(r["usage"]["prompt_tokens"] for r in rows if not r["cached"])
+        # llama.cpp's own account: the prompt tokens it reused from its cache and those it evaluated
+        for r in (r for r in rows if not r["cached"]):
+            assert r["usage"]["timings"]["cache_n"] + r["usage"]["timings"]["prompt_n"] == r["usage"]["prompt_tokens"]
         assert plan["stacks"][stack]["to_pay_input_tokens"] == reported, stack  # the server's own count, exactly
         reported_total += reported
     assert plan["total"]["input_tokens"] == reported_total
+    assert "of them from the server's cache" in (out / "report.md").read_text()  # the system prompt, at least
     assert len(sent) <= len(vision["proxy"].bodies) == plan["total"]["to_pay_requests"]
 
 

@@ -347,6 +347,21 @@ def usage_tokens(usage: Any) -> tuple[int, int]:
     )
 
 
+def cached_tokens(usage: Any) -> int:
+    """Input tokens a server says it took from its prompt cache: OpenAI's
+    `prompt_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`, Gemini's
+    `cached_content_token_count`, llama.cpp's `timings.cache_n`; 0 when it says nothing."""
+    if not isinstance(usage, dict):
+        return 0
+    found = [
+        (usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
+        usage.get("cache_read_input_tokens"),
+        usage.get("cached_content_token_count"),
+        (usage.get("timings") or {}).get("cache_n"),
+    ]
+    return max((int(v) for v in found if isinstance(v, (int, float)) and not isinstance(v, bool)), default=0)
+
+
 class BudgetReached(ValueError):
     """The servers' reported usage reached the cost budget: the run stopped cleanly (resumable).
     It carries the numbers, so a front end can say it in its own words (the CLI: --max-cost)."""

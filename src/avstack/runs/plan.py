@@ -14,6 +14,7 @@ from avstack.prompting.messages import Audio, Image, Request, Text, Video
 from avstack.runs.cost import (
     audio_rule,
     audio_tokens,
+    cached_tokens,
     image_rule,
     image_size,
     image_tokens,
@@ -217,20 +218,34 @@ def plan_table(plan: dict[str, Any]) -> str:
 
 def usage_section(plan: dict[str, Any], predictions: Mapping[str, Path]) -> str:
     """The plan beside what the servers reported, per stack (answers actually sent; cached ones
-    cost nothing): a check on the estimate, and the bill as the providers count it."""
-    head = "| stack | requests planned to pay | sent | input tokens planned | input tokens reported |"
-    rows = [head + " output tokens reported |"]
-    rows.append("|---|---|---|---|---|---|")
+    cost nothing): a check on the estimate, and the bill as the providers count it. Where a server
+    reported input tokens taken from its prompt cache, a column says how many."""
+    rows, cached_any = [], False
     for name, path in predictions.items():
         bill = plan["stacks"].get(name)
         if bill is None or not Path(path).exists():
             continue
         sent = [r for r in read_jsonl_objects(path, "prediction") if not r.get("cached") and r.get("raw") is not None]
         used = [usage_tokens(r.get("usage")) for r in sent]
+        cached = sum(cached_tokens(r.get("usage")) for r in sent)
+        cached_any = cached_any or cached > 0
         rows.append(
-            f"| {name} | {bill['to_pay_requests']} | {len(sent)} | {bill['to_pay_input_tokens']} | "
-            f"{sum(u[0] for u in used)} | {sum(u[1] for u in used)} |"
+            [
+                name,
+                bill["to_pay_requests"],
+                len(sent),
+                bill["to_pay_input_tokens"],
+                sum(u[0] for u in used),
+                cached,
+                sum(u[1] for u in used),
+            ]  # fmt: skip
         )
+    head = ["stack", "requests planned to pay", "sent", "input tokens planned", "input tokens reported"]
+    head += ["of them from the server's cache"] if cached_any else []
+    lines = ["| " + " | ".join(head + ["output tokens reported"]) + " |", "|" + "---|" * (len(head) + 1)]
+    for r in rows:
+        cells = r[:5] + ([r[5]] if cached_any else []) + [r[6]]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     rule = plan["image_rule"] or "none known"
     note = f"Planned with {plan['model']}'s image rule ({rule}), text by {plan['text_tokens']}."
-    return "\n".join(["", "## Plan and usage", "", note, "", *rows, ""])
+    return "\n".join(["", "## Plan and usage", "", note, "", *lines, ""])

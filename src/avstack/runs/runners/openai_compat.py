@@ -178,6 +178,9 @@ class OpenAICompat(BackendBase):
         except (AttributeError, IndexError, TypeError) as exc:
             raise TransientError(f"malformed server response ({type(exc).__name__}): {str(resp)[:120]}") from None
         usage = resp.usage.model_dump(exclude_none=True) if getattr(resp, "usage", None) else {}
+        timings = (getattr(resp, "model_extra", None) or {}).get("timings")
+        if isinstance(timings, dict):  # llama.cpp: the prompt tokens it reused from its cache and evaluated
+            usage["timings"] = {k: timings[k] for k in ("cache_n", "prompt_n") if isinstance(timings.get(k), int)}
         return Answer(text or "", usage)
 
     def batch_client(self) -> Any:
