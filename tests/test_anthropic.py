@@ -10,7 +10,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -167,3 +172,108 @@ def test_the_plan_counts_claudes_images_and_prices_it(prepared, tmp_path):
     frames = [f for r in load_manifest(prepared) if r.ok for f in r.frames]
     sizes = [cost.image_size(prepared / f.path) for f in frames]
     assert plan["stacks"]["full"]["image_tokens"] == sum(cost.claude(w, h) for w, h in sizes)
+
+
+# --------------------------------------------------------------------------- Message Batches
+
+
+class Batches(Messages):
+    """Message Batches as Anthropic documents them (create, list newest first, retrieve, results
+    as JSONL at the batch's results_url), each request's params checked against the SDK's types;
+    a batch ends after `polls_to_finish` retrieves. `kill_on_create`: a pid killed once after a
+    batch is created, before the reply (the window where a second batch could be made)."""
+
+    batches: dict = {}
+    online: list = []
+    polls_to_finish = 1
+    kill_on_create: int | None = None
+
+    def _batch(self, bid: str) -> dict:
+        b = self.batches[bid]
+        n, ended = len(b["requests"]), b["polls"] >= self.polls_to_finish
+        host = f"http://{self.headers['Host']}"
+        return {
+            "id": bid, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
+            "request_counts": {"processing": 0 if ended else n, "succeeded": n if ended else 0, "errored": 0,
+                               "canceled": 0, "expired": 0},
+            "created_at": b["created_at"], "expires_at": b["created_at"],
+            "ended_at": b["created_at"] if ended else None,
+            "archived_at": None, "cancel_initiated_at": None,
+            "results_url": f"{host}/v1/messages/batches/{bid}/results" if ended else None,
+        }  # fmt: skip
+
+    def do_POST(self):
+        if self.path == "/v1/messages":
+            Batches.online.append(self.path)
+            return super().do_POST()
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path != "/v1/messages/batches":
+            return self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "Not found"}})
+        for r in body["requests"]:
+            _check_against_sdk_types(r["params"])
+            assert len(r["custom_id"]) <= 64
+        with Messages.lock:
+            bid = f"msgbatch_{len(self.batches) + 1:03d}"
+            created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            self.batches[bid] = {"requests": body["requests"], "polls": 0, "created_at": created}
+            victim, Batches.kill_on_create = Batches.kill_on_create, None
+        if victim is not None:  # the batch exists; the client dies before it hears of it
+            os.kill(victim, signal.SIGKILL)
+        self.send_json(200, self._batch(bid))
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path == "/v1/messages/batches":
+            data = [self._batch(b) for b in reversed(list(self.batches))]
+            first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+            return self.send_json(200, {"data": data, "has_more": False, "first_id": first, "last_id": last})
+        bid = path.removeprefix("/v1/messages/batches/").removesuffix("/results")
+        if bid not in self.batches:
+            return self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "Not found"}})
+        if path.endswith("/results"):
+            lines = []
+            for r in self.batches[bid]["requests"]:
+                images = sum(b["type"] == "image" for b in r["params"]["messages"][0]["content"])
+                message = {"id": "msg_b", "type": "message", "role": "assistant", "model": r["params"]["model"],
+                           "content": [{"type": "text", "text": json.dumps({"answer": [], "images_seen": images})}],
+                           "stop_reason": "end_turn", "stop_sequence": None,
+                           "usage": {"input_tokens": 1000 + images, "output_tokens": 12}}  # fmt: skip
+                result = {"type": "succeeded", "message": message}
+                lines.append(json.dumps({"custom_id": r["custom_id"], "result": result}))
+            return self.send_json(200, ("\n".join(lines) + "\n").encode())
+        self.batches[bid]["polls"] += 1
+        self.send_json(200, self._batch(bid))
+
+
+def _answers(out: Path) -> dict:
+    rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    return {r["video_name"]: r["raw"] for r in rows}
+
+
+def _run_cli(prepared: Path, url: str, out: Path, *extra: str) -> subprocess.Popen:
+    code = "from avstack_cli.app import main; main()"
+    args = ["run", str(prepared), "--model", MODEL, "--base-url", _host(url), "--out", str(out), *extra]
+    env = {**os.environ, "ANTHROPIC_API_KEY": KEY}
+    return subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_claude_batch_killed_between_create_and_record_is_adopted_not_paid_twice(prepared, tmp_path, fresh):
+    Batches.batches, Batches.online, Batches.kill_on_create = {}, [], None
+    with serving(Batches) as url:
+        online = _run_cli(prepared, url, tmp_path / "online")
+        assert online.wait(timeout=300) == 0, online.stderr.read()
+        reference = _answers(tmp_path / "online")
+        Batches.online.clear()
+        out, extra = tmp_path / "batch", ("--batch", "--batch-poll", "0.05")
+        proc = _run_cli(prepared, url, out, *extra)
+        Batches.kill_on_create = proc.pid  # the kill falls between the batch's creation and its record
+        proc.wait(timeout=300)
+        assert proc.returncode == -signal.SIGKILL and len(Batches.batches) == 1, proc.stderr.read()
+        again = _run_cli(prepared, url, out, *extra)
+        assert again.wait(timeout=300) == 0, again.stderr.read()
+    assert len(Batches.batches) == 1  # adopted, not created again
+    assert Batches.online == []  # every answer came from the batch
+    assert _answers(out) == reference
+    state = json.loads((out / "batches.json").read_text())
+    assert [b["batch_id"] for b in state["batches"]] == ["msgbatch_001"]

@@ -1,5 +1,6 @@
 """`--batch`: the requests of a run sent through a provider's batch API (OpenAI's Batch API,
-Gemini's batch mode: about half the price, answers within 24 h) instead of one by one.
+Gemini's batch mode, Anthropic's Message Batches: about half the price, answers within 24 h)
+instead of one by one.
 
 The run's unanswered requests become JSONL lines (custom_id: the request's content key), cut into
 files within the API's limits, uploaded (Files API, purpose "batch") and submitted. Exactly once,
@@ -9,7 +10,11 @@ RUN/batches.json before anything is sent, and the batch is tagged with the part 
 provider's side (OpenAI: batch metadata and the input file's name; Gemini: the job's display
 name). A rerun that finds an intent without a batch id (the kill fell between the provider
 creating the batch and the id being written) lists the provider's batches and adopts the one with
-that tag, in flight or done, instead of creating another. A cancelled, expired or failed batch is
+that tag, in flight or done, instead of creating another. Anthropic's batches carry no tag and
+their requests cannot be read while they run: there the intent records its time, and the batch
+adopted is the one created within minutes of it with as many requests (two such: the run stops
+and names them rather than create a third); its answers count only under our custom_ids (the
+request keys). A cancelled, expired or failed batch is
 not waited on again: the lines it answered are kept, the rest are asked online. Answered lines
 land in the same file; predictions.jsonl is the one the online path writes.
 """
@@ -88,7 +93,7 @@ class BatchClient:
         )
         return batch.id, batch.status
 
-    def find(self, tag: str) -> tuple[str, str, str] | None:
+    def find(self, tag: str, entry: dict[str, Any] | None = None) -> tuple[str, str, str] | None:
         """(batch id, input file id, status) of the provider's batch tagged `tag`, if any (the
         listing pages through every batch of the account, newest first)."""
         for b in self.client.batches.list(limit=100):
@@ -128,7 +133,7 @@ class GeminiBatchClient:
         job = self.client.batches.create(model=self.model, src=src, config={"display_name": f"{TAG}-{tag}"})
         return job.name, _state(job)
 
-    def find(self, tag: str) -> tuple[str, str, str] | None:
+    def find(self, tag: str, entry: dict[str, Any] | None = None) -> tuple[str, str, str] | None:
         for job in self.client.batches.list():
             if getattr(job, "display_name", None) == f"{TAG}-{tag}":
                 return job.name, "", _state(job)
@@ -147,6 +152,71 @@ class GeminiBatchClient:
             usage = item.response.usage_metadata
             out[key] = {"raw": item.response.text or "", "usage": usage.model_dump(exclude_none=True) if usage else {}}
         return state, out
+
+
+ANTHROPIC_TERMINAL = ("ended",)
+ANTHROPIC_MAX = 100_000  # requests per Message Batch
+ANTHROPIC_BYTES = 200 * 1024 * 1024  # under its 256 MB per batch
+ANTHROPIC_WINDOW_S = 300.0  # a batch created this close to an intent may be the intent's (clock skew)
+
+
+class AmbiguousBatch(RuntimeError):
+    """More than one of the provider's batches could be the one a stopped run created."""
+
+
+class AnthropicBatchClient:
+    """Anthropic's Message Batches through the official client: the requests inline, each with
+    its request key as custom_id, cut within a batch's 100,000 requests and 256 MB."""
+
+    terminal = ANTHROPIC_TERMINAL
+
+    def __init__(self, client: Any, body: Callable[[Request], dict[str, Any]], size: Callable[[Request], int]):
+        self.client, self.body, self.size = client, body, size
+
+    def parts(self, pending: Sequence[tuple[str, Request]]) -> list[list[tuple[str, Any]]]:
+        return chunks(list(pending), max_lines=ANTHROPIC_MAX, max_bytes=ANTHROPIC_BYTES, size=self.size)
+
+    def create_inlined(self, part: list[tuple[str, Any]], tag: str) -> tuple[str, str]:
+        requests = [{"custom_id": k, "params": self.body(r)} for k, r in part]
+        batch = self.client.messages.batches.create(requests=requests)
+        return batch.id, batch.processing_status
+
+    def find(self, tag: str, entry: dict[str, Any] | None = None) -> tuple[str, str, str] | None:
+        """The batch a stopped run created for this intent: created within ANTHROPIC_WINDOW_S of
+        it and holding as many requests."""
+        at = (entry or {}).get("intent_at")
+        if not isinstance(at, (int, float)):
+            return None  # an intent of an earlier version: nothing to match it by
+        want = len((entry or {}).get("keys") or [])
+        found = []
+        for b in self.client.messages.batches.list(limit=100):
+            created = b.created_at.timestamp()
+            if created < at - ANTHROPIC_WINDOW_S:
+                break  # newest first: the rest are older
+            counts = b.request_counts
+            total = counts.processing + counts.succeeded + counts.errored + counts.canceled + counts.expired
+            if created <= at + ANTHROPIC_WINDOW_S and total == want:
+                found.append(b)
+        if len(found) > 1:
+            raise AmbiguousBatch(
+                f"{len(found)} batches of {want} requests were created within {ANTHROPIC_WINDOW_S:.0f} s of this "
+                f"run's intent ({', '.join(b.id for b in found)}); cancel the ones that are not this run's, then rerun"
+            )
+        return (found[0].id, "", found[0].processing_status) if found else None
+
+    def poll(self, batch_id: str) -> tuple[str, dict[str, dict[str, Any]] | None]:
+        batch = self.client.messages.batches.retrieve(batch_id)
+        if batch.processing_status not in ANTHROPIC_TERMINAL:
+            return batch.processing_status, None
+        out = {}
+        for item in self.client.messages.batches.results(batch_id):
+            result = item.result
+            if getattr(result, "type", None) != "succeeded":
+                continue  # errored, canceled, expired: asked online
+            message = result.message
+            text = "".join(getattr(b, "text", "") for b in message.content if getattr(b, "type", None) == "text")
+            out[str(item.custom_id)] = {"raw": text, "usage": message.usage.model_dump(exclude_none=True)}
+        return batch.processing_status, out
 
 
 def _state(job: Any) -> str:
@@ -180,15 +250,18 @@ def _load_state(folder: Path) -> dict[str, Any]:
     )
     for b in batches:  # an entry of an earlier version: fetched once it reached a terminal state
         if not isinstance(b.get("fetched"), bool):
-            b["fetched"] = b["status"] in TERMINAL + GEMINI_TERMINAL
+            b["fetched"] = b["status"] in TERMINAL + GEMINI_TERMINAL + ANTHROPIC_TERMINAL
     token = state.get("run_token")
     if not (isinstance(token, str) and token.isalnum()):
         token = secrets.token_hex(8)  # written with the first intent, before anything is sent
     return {"run_token": token, "batches": batches, "answers": answers}
 
 
+InlineClient = GeminiBatchClient | AnthropicBatchClient
+
+
 def answer_in_batches(
-    bc: BatchClient | GeminiBatchClient,
+    bc: BatchClient | InlineClient,
     pending: Sequence[tuple[str, Request]],
     folder: Path,
     poll_s: float = 30.0,
@@ -213,6 +286,7 @@ def answer_in_batches(
                 "keys": keys,
                 "status": INTENT,
                 "fetched": False,
+                "intent_at": time.time(),  # what an untagged batch (Anthropic's) is found by
             }
         )
     write_json_atomic(folder / STATE, state)  # the intent, before anything is sent
@@ -239,7 +313,7 @@ def answer_in_batches(
 
 
 def _send_once(
-    bc: BatchClient | GeminiBatchClient,
+    bc: BatchClient | InlineClient,
     entry: dict[str, Any],
     requests: dict[str, Request],
     folder: Path,
@@ -256,7 +330,7 @@ def _send_once(
     if not tag.isalnum():  # read from a file: a tag is ours (hex) or made again
         tag = part_key(state["run_token"], entry["keys"])
     entry["part"] = tag
-    found = bc.find(tag) if look_up else None
+    found = bc.find(tag, entry) if look_up else None
     if found is not None:
         entry["batch_id"], entry["input_file_id"], entry["status"] = found
         entry["fetched"] = False  # ended or not, its answered lines are fetched once

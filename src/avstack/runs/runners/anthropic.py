@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from avstack.prompting.messages import Request, to_anthropic
+from avstack.prompting.messages import Image, Request, Text, to_anthropic
 from avstack.runs.runners.base import (
     DEFAULTS,
     FATAL_STATUS,
@@ -115,6 +115,20 @@ class Anthropic(BackendBase):
         text = "".join(getattr(b, "text", "") for b in (resp.content or []) if getattr(b, "type", None) == "text")
         usage = resp.usage.model_dump(exclude_none=True) if getattr(resp, "usage", None) else {}
         return Answer(text, usage)
+
+    def batch_client(self) -> Any:
+        """Message Batches through the same client (avstack.runs.batch)."""
+        from avstack.runs.batch import AnthropicBatchClient
+
+        if self._client is None:
+            self._client = self._make_client()
+        return AnthropicBatchClient(self._client, self.body, self.body_size)
+
+    def body_size(self, request: Request) -> int:
+        """A request's bytes in a batch: its images as base64 (4/3 of the files) and its text."""
+        images = sum(request.path_of(p).stat().st_size for p in request.parts if isinstance(p, Image))
+        text = sum(len(p.text) for p in request.parts if isinstance(p, Text)) + len(request.system)
+        return images * 4 // 3 + text + 512
 
     def close(self) -> None:
         if self._client is not None:
