@@ -64,6 +64,9 @@ def ablate(
         str, typer.Option(help="Comma list of frame-time formats to compare, e.g. ms,index,overlay")
     ] = "ms",
     word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
+    layout: Annotated[
+        str, typer.Option(help="Comma list of layouts to compare: benchmark, shared-first (see run --help)")
+    ] = "benchmark",
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
     task: Annotated[str, typer.Option(help="ecog, videoqa (with --questions) or egogap (with --bundles)")] = "ecog",
     bundles: Annotated[Path | None, typer.Option(help="EgoGap *.bundles.jsonl")] = None,
@@ -117,6 +120,7 @@ def ablate(
             subsets=subsets,
             ts_formats=tuple(f.strip() for f in ts_format.split(",") if f.strip()),
             word_ts_format=word_ts_format,
+            layouts=tuple(x.strip() for x in layout.split(",") if x.strip()),
             cluster=cluster,
             until=until,
             round_size=round_size,

@@ -194,6 +194,12 @@ TS_HELP = "How frame times are told: ms, seconds, mmss, qwen, index, overlay"
 WORDS_HELP = "How word times are told: json, srt, inline"
 
 
+LAYOUT_HELP = (
+    "Where what a clip's stacks share goes: benchmark (its own order) or shared-first (the frames with "
+    "their tags before the instruction and the ASR block, so a provider's prompt cache serves them)"
+)
+
+
 PROMPT_HELP = "A folder of prompt templates (system.j2, user.j2; see README); default: the shipped ones"
 
 

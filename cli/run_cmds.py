@@ -12,6 +12,7 @@ import typer
 from .common import (
     AUDIO_AS_HELP,
     DROP_HELP,
+    LAYOUT_HELP,
     PROMPT_HELP,
     QFORMAT_HELP,
     QUESTIONS_HELP,
@@ -91,6 +92,7 @@ def stacks(
     media_mode: Annotated[str, typer.Option("--media", help="path or data (inline base64)")] = "path",
     ts_format: Annotated[str, typer.Option(help=TS_HELP)] = "ms",
     word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
+    layout: Annotated[str, typer.Option(help=LAYOUT_HELP)] = "benchmark",
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
     task: Annotated[str, typer.Option(help="ecog, or videoqa (with --questions)")] = "ecog",
     questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
@@ -104,7 +106,7 @@ def stacks(
         chosen = get_task(task)
         if chosen.write_requests is None:
             fail(f"--task {task} has no requests over a prepared folder to write")
-        stack = make_stack(variant, drop, ts_format, word_ts_format)
+        stack = make_stack(variant, drop, ts_format, word_ts_format, layout)
         inputs = TaskInputs(questions, questions_format, prompt, asr, coord_order)
         n = chosen.write_requests(prepared, inputs, out, stack, fmt, media_mode)
     typer.echo(f"wrote {n} requests ({stack.name}, {fmt}) to {out}")
@@ -182,6 +184,7 @@ def run_cmd(
     audio_as: Annotated[str, typer.Option(help=AUDIO_AS_HELP)] = "input_audio",
     ts_format: Annotated[str, typer.Option(help=TS_HELP + " (ecog)")] = "ms",
     word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP + " (ecog)")] = "json",
+    layout: Annotated[str, typer.Option(help=LAYOUT_HELP + " (ecog, videoqa)")] = "benchmark",
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP + " (ecog)")] = None,
     questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
     questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
@@ -200,7 +203,7 @@ def run_cmd(
             if chosen.ablation is None or prepared is None:
                 fail(f"--dry-run plans runs over a prepared folder; --task {task} has none to plan")
             target = chosen.ablation(prepared, TaskInputs(questions, questions_format, prompt))
-            stack = make_stack(variant, drop, ts_format, word_ts_format)
+            stack = make_stack(variant, drop, ts_format, word_ts_format, layout)
             sent_with = backend_options(base_url, temperature, max_tokens, timeout, json_mode=json_mode)
             counting = counting_for(model, chosen.baselines, sent_with, image_rule)
             bill = plan_stacks(target, [stack], model, out, counting, max_output_tokens=max_tokens)
@@ -219,7 +222,7 @@ def run_cmd(
             backend_options(base_url, temperature, max_tokens, timeout, audio_as, json_mode),
             prepared,
             TaskInputs(questions, questions_format, prompt, asr, coord_order, bundles, images, style),
-            StackChoice(variant, tuple(drop), ts_format, word_ts_format, options, shuffle_seed, max_side),
+            StackChoice(variant, tuple(drop), ts_format, word_ts_format, options, shuffle_seed, max_side, layout),
             progress,
         )
         outcome = get_task(task).run(job)

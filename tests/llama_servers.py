@@ -51,7 +51,8 @@ def llama_server(binary: Path, args: list[str], log: Path, wait_s: float = 120) 
     """llama-server with `args` (the model and its options) on a free port; yields its root URL."""
     port = free_port()
     env = dict(os.environ, LD_LIBRARY_PATH=f"{binary.parent}:{os.environ.get('LD_LIBRARY_PATH', '')}")
-    cmd = [str(binary), *args, "--host", "127.0.0.1", "--port", str(port), "-t", "2", "--no-webui", "-np", "1"]
+    slots = [] if "-np" in args else ["-np", "1"]  # one slot unless asked: batching cannot change a logit
+    cmd = [str(binary), *args, "--host", "127.0.0.1", "--port", str(port), "-t", "2", "--no-webui", *slots]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"

@@ -82,4 +82,8 @@ def request_parts(
         parts.insert(MEDIA_AT, Video(f"{data_root}/{record.video}"))
     if stack.has("audio"):
         parts.insert(MEDIA_AT, Audio(clip_sound(record, prepared_dir, stack.name)))
+    if stack.layout == "shared-first" and len(parts) > 1:
+        # what a clip's stacks share (its video or sound, the frames with their tags) before what
+        # they vary in (the instruction with the ASR block, the first text part)
+        parts = parts[1:] + parts[:1]
     return parts, images

@@ -13,6 +13,10 @@ from avstack.prompting.timefmt import check_ts_format, check_word_format
 
 ALL_ANCHORS = ("frames", "frame_ts", "asr", "word_ts", "video", "audio", "subtitles")
 DROPPABLE = ("frame_ts", "word_ts", "asr", "frames", "subtitles", "audio")
+# where the parts a clip's stacks share go: the benchmark's own order (the instruction and the ASR
+# block, then the frames), or shared-first (the frames with their tags, and the clip's video or
+# sound, before them), so a provider's prompt cache can serve one clip's stacks from one prefix
+LAYOUTS = ("benchmark", "shared-first")
 VARIANTS = {
     "full": frozenset({"frames", "frame_ts", "asr", "word_ts"}),  # the paper's Images+ASR
     # full plus a dataset's own subtitles with their cue times (videoqa): with --drop asr / subtitles,
@@ -61,12 +65,14 @@ class Stack:
     dropped: tuple[str, ...] = ()
     ts_format: str = "ms"
     word_ts_format: str = "json"
+    layout: str = "benchmark"
 
     @property
     def name(self) -> str:
         name = self.variant + "".join(f"-no_{d}" for d in self.dropped)
         name += f"@{self.ts_format}" if self.ts_format != "ms" else ""
-        return name + (f"@words-{self.word_ts_format}" if self.word_ts_format != "json" else "")
+        name += f"@words-{self.word_ts_format}" if self.word_ts_format != "json" else ""
+        return name + (f"@{self.layout}" if self.layout != "benchmark" else "")
 
     def has(self, anchor: str) -> bool:
         return anchor in self.anchors
@@ -85,11 +91,16 @@ class Stack:
             "dropped": list(self.dropped),
             "ts_format": self.ts_format,
             "word_ts_format": self.word_ts_format,
+            "layout": self.layout,
         }
 
 
 def make_stack(
-    variant: str = "full", drop: Iterable[str] = (), ts_format: str = "ms", word_ts_format: str = "json"
+    variant: str = "full",
+    drop: Iterable[str] = (),
+    ts_format: str = "ms",
+    word_ts_format: str = "json",
+    layout: str = "benchmark",
 ) -> Stack:
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; found {variant!r}")
@@ -102,7 +113,10 @@ def make_stack(
         anchors.discard("word_ts")  # word times live inside the ASR block
     if "frames" not in anchors:
         anchors.discard("frame_ts")
-    return Stack(variant, frozenset(anchors), drop, check_ts_format(ts_format), check_word_format(word_ts_format))
+    if layout not in LAYOUTS:
+        raise ValueError(f"--layout takes {', '.join(LAYOUTS)}; found {layout!r}")
+    ts, words = check_ts_format(ts_format), check_word_format(word_ts_format)
+    return Stack(variant, frozenset(anchors), drop, ts, words, layout)
 
 
 def parse_stack_name(name: str) -> Stack:
@@ -110,8 +124,9 @@ def parse_stack_name(name: str) -> Stack:
     base, *formats = name.split("@")
     variant, *rest = base.split("-no_")
     words = next((f.removeprefix("words-") for f in formats if f.startswith("words-")), "json")
-    ts = next((f for f in formats if not f.startswith("words-")), "ms")
-    return make_stack(variant, rest, ts, words)
+    layout = next((f for f in formats if f in LAYOUTS), "benchmark")
+    ts = next((f for f in formats if not f.startswith("words-") and f not in LAYOUTS), "ms")
+    return make_stack(variant, rest, ts, words, layout)
 
 
 @dataclass(frozen=True)

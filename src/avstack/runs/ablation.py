@@ -24,12 +24,13 @@ from avstack.analysis.tables import Report, markdown_table
 from avstack.io import atomic_write, write_csv_atomic, write_json_atomic
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import VARIANTS, Stack, Subset, make_stack, subset_stacks
-from avstack.runs.engine import Asking
+from avstack.runs.engine import Asking, RunSettings
+from avstack.runs.interleave import run_interleaved
 from avstack.runs.plan import Counting, plan_requests, usage_section, write_plan
 
 UNTIL = ("all", "decided")
 # every option of an ablation of input stacks (AblationSpec.asks_for names): what EcoG and videoqa honour
-ANCHOR_OPTIONS = frozenset({"drop", "variants", "subsets", "cluster", "ts_format", "word_ts_format", "until"})
+ANCHOR_OPTIONS = frozenset({"drop", "variants", "subsets", "cluster", "ts_format", "word_ts_format", "until", "layout"})
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class AblationSpec:
     subsets: bool = False  # every subset of the drops, and each cue's Shapley value
     ts_formats: tuple[str, ...] = ("ms",)  # the baseline's stacks in each frame-time format
     word_ts_format: str = "json"
+    # where what a clip's stacks share goes (prompting.stacks.LAYOUTS); several: the baseline's
+    # stacks in each, an axis with its own paired delta (the first layout's baseline is the report's)
+    layouts: tuple[str, ...] = ("benchmark",)
     cluster: str | None = None  # bootstrap whole clusters in the paired deltas
     until: str = "all"  # all: every item; decided: rounds until every contrast is decided
     round_size: int | None = None
@@ -54,6 +58,8 @@ class AblationSpec:
             raise ValueError(f"until: expected all or decided, got {self.until!r}")
         if not self.ts_formats:
             raise ValueError("ts_formats: expected at least one frame-time format")
+        if not self.layouts:
+            raise ValueError("layouts: expected at least one layout")
         if self.until == "decided" and not (self.drops or self.variants):
             raise ValueError("a sequential ablation (until decided) needs a dropped cue or a variant: no contrast")
 
@@ -67,6 +73,7 @@ class AblationSpec:
             "ts_format": self.ts_formats != ("ms",),
             "word_ts_format": self.word_ts_format != "json",
             "until": self.until != "all",
+            "layout": self.layouts != ("benchmark",),
         }
         return [name for name, on in wanted.items() if on]
 
@@ -138,16 +145,18 @@ def has_cue(variant: str, cue: str) -> bool:
 
 def ablation_stacks(spec: AblationSpec) -> list[Stack]:
     """The baseline variant first, then it minus each drop, then each other variant and it minus
-    each drop it has (`--drop word_ts` also gives `text-no_word_ts`); with several time formats,
-    the baseline's stacks in each format (the first format's baseline is the report's)."""
-    base, formats, words = spec.baseline, list(spec.ts_formats), spec.word_ts_format
-    stacks = [make_stack(base, [], f, words) for f in formats]
-    stacks += [make_stack(base, [d], f, words) for d in spec.drops if has_cue(base, d) for f in formats]
+    each drop it has (`--drop word_ts` also gives `text-no_word_ts`); with several time formats or
+    layouts, the baseline's stacks in each (the first format's and layout's baseline is the report's)."""
+    base, words = spec.baseline, spec.word_ts_format
+    axes = [(f, lay) for lay in spec.layouts for f in spec.ts_formats]  # the baseline's: every format, layout
+    stacks = [make_stack(base, [], f, words, lay) for f, lay in axes]
+    stacks += [make_stack(base, [d], f, words, lay) for d in spec.drops if has_cue(base, d) for f, lay in axes]
+    first, lay = spec.ts_formats[0], spec.layouts[0]
     for v in spec.variants:
         if v == base:
             continue
-        stacks.append(make_stack(v, [], formats[0], words))
-        stacks += [make_stack(v, [d], formats[0], words) for d in spec.drops if has_cue(v, d)]
+        stacks.append(make_stack(v, [], first, words, lay))
+        stacks += [make_stack(v, [d], first, words, lay) for d in spec.drops if has_cue(v, d)]
     return list(dict.fromkeys(stacks))
 
 
@@ -214,8 +223,7 @@ def ablate(
         asked, stop = _ask_until_decided(task, spec, asking, out, stacks)
         only = set(asked)
     else:
-        for stack in stacks:  # an existing run folder resumes: nothing answered is asked again
-            task.run(stack, out / stack.name, asking, None)
+        run_stacks(task, stacks, out, asking, None)
     scored = [task.score(s, out / s.name, only) for s in stacks]
     report, own = task.report(scored, out, spec.cluster, only)
     sections = (cue_section(task, spec, scored, out) if spec.subsets else []) + own
@@ -228,6 +236,22 @@ def ablate(
     return Report(summary, text, report.path, report.failed)
 
 
+def run_stacks(task: AblationTask, stacks: Sequence[Any], out: Path, asking: Asking, only: set[str] | None) -> None:
+    """Every stack into out/<stack>/ (an existing folder resumes: nothing answered is asked again),
+    one clip's stacks together through one pool of --concurrency (avstack.runs.interleave); in
+    batch mode one stack after another (each stack's requests are one batch)."""
+    settings = asking.settings or RunSettings()
+    if len(stacks) < 2 or settings.batch_poll_s is not None or not settings.interleave:
+        for stack in stacks:
+            task.run(stack, out / stack.name, asking, only)
+        return
+
+    def run_one(stack: Any) -> None:
+        task.run(stack, out / stack.name, asking, only)
+
+    run_interleaved(stacks, settings.concurrency, run_one, asking.backend.close)
+
+
 def _ask_until_decided(
     task: AblationTask, spec: AblationSpec, asking: Asking, out: Path, stacks: list[Any]
 ) -> tuple[list[str], dict[str, Any]]:
@@ -236,8 +260,7 @@ def _ask_until_decided(
     metric = task.metrics[0]
 
     def ask(asked: list[str]) -> list[list[float]]:
-        for stack in stacks:
-            task.run(stack, out / stack.name, asking, set(asked))
+        run_stacks(task, stacks, out, asking, set(asked))
         rows = [task.score(s, out / s.name, set(asked)).per_item for s in stacks]
         return [[float(rows[0][i][metric]) - float(other[i][metric]) for i in asked] for other in rows[1:]]
 

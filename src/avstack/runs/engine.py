@@ -15,14 +15,17 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from avstack.io import DataError, JsonlAppender, Progress, read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 from avstack.prompting.messages import Request
 from avstack.runs.cost import Budget, BudgetReached
+from avstack.runs.interleave import LANE
 from avstack.runs.runners import Backend, FatalError, TransientError, refusal
 from avstack.runs.secrets import Scrubber
 from avstack.version import __version__
@@ -53,6 +56,8 @@ class RunSettings:
     batch_poll_s: float | None = None
     # ask failures again: a recorded request failure (refused, HTTP 4xx, no answer) is asked again
     retry_failed: bool = False
+    # an ablation's stacks clip by clip through one pool (runs.interleave); False: one stack after another
+    interleave: bool = True
 
 
 def request_key(backend_id: str, req: Request) -> str:
@@ -196,6 +201,18 @@ def answer_key_id(backend_id: str, settings: dict[str, Any]) -> str:
     return "|".join([backend_id, *changed])
 
 
+def _wait_all(futures: list[Future[Any]], wrap: Callable[..., Any]) -> None:
+    try:
+        for f in wrap(as_completed(futures), len(futures)):
+            f.result()
+    except BaseException:
+        # a fatal answer (bad key, unknown model), a failed write or Ctrl-C: nothing more is
+        # asked; answers already written stay whole and count on the rerun
+        for f in futures:
+            f.cancel()
+        raise
+
+
 class NoBatchMode(ValueError):
     """Batch answers were asked of a back-end that has no batch API."""
 
@@ -250,11 +267,36 @@ def run_items(
     todo = [it for it in items if it.id not in done]
     if s.budget is not None and s.budget.reached():
         todo = []  # an earlier stack of this job spent the budget
+    lane = LANE.get() if s.batch_poll_s is None else None  # an ablation's shared pool (runs.interleave)
     stopping = threading.Event()
     cache = AnswerCache(cache_dir)
     key_id = answer_key_id(bid, _settings_of(backend))
     batched = _batch_answers(backend, key_id, todo, cache, out, s, scrubber)
     writer = JsonlAppender(pred_path)
+
+    def asked(
+        request: Request, truth: dict[str, Any], key: str
+    ) -> tuple[str | None, dict[str, Any], str | None, int, dict[str, Any] | None]:
+        """The answer to one request: from the cache, a batch, or the back-end."""
+        hit = cache.get(key)
+        if hit is not None and s.retry_failed and hit.get("raw") is None:
+            hit = None  # a cached failure is asked again too
+        if hit is None and key in batched:  # answered in a batch: recorded as the online path does
+            text, usage, error = scrubber.scrub((batched[key]["raw"], batched[key]["usage"], None))
+            attempts = 0
+            cache.put(key, {"raw": text, "usage": usage, "error": error})
+            if s.budget is not None and s.budget.charge(usage):
+                stopping.set()
+        elif hit is None:
+            text, usage, error, attempts = ask_with_retries(backend, request, truth, s, scrubber=scrubber)
+            if is_final(error):
+                cache.put(key, {"raw": text, "usage": usage, "error": error})
+            if s.budget is not None and s.budget.charge(usage):
+                stopping.set()  # the answer in hand is kept; no new request starts
+        else:
+            text, usage, error = scrubber.scrub((hit["raw"], hit["usage"], hit["error"]))
+            attempts = 0
+        return text, usage, error, attempts, hit
 
     def one(item: WorkItem) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -269,24 +311,8 @@ def run_items(
             text, usage, error, attempts = None, {}, f"{REFUSED}: {why}", 0
         else:
             key = request_key(key_id, item.request)
-            hit = cache.get(key)
-            if hit is not None and s.retry_failed and hit.get("raw") is None:
-                hit = None  # a cached failure is asked again too
-            if hit is None and key in batched:  # answered in a batch: recorded as the online path does
-                text, usage, error = scrubber.scrub((batched[key]["raw"], batched[key]["usage"], None))
-                attempts = 0
-                cache.put(key, {"raw": text, "usage": usage, "error": error})
-                if s.budget is not None and s.budget.charge(usage):
-                    stopping.set()
-            elif hit is None:
-                text, usage, error, attempts = ask_with_retries(backend, item.request, item.truth, s, scrubber=scrubber)
-                if is_final(error):
-                    cache.put(key, {"raw": text, "usage": usage, "error": error})
-                if s.budget is not None and s.budget.charge(usage):
-                    stopping.set()  # the answer in hand is kept; no new request starts
-            else:
-                text, usage, error = scrubber.scrub((hit["raw"], hit["usage"], hit["error"]))
-                attempts = 0
+            with lane.only_one(key) if lane is not None else nullcontext():
+                text, usage, error, attempts, hit = asked(item.request, item.truth, key)
         pred, perr = parse(text, item) if text is not None else ({}, None)
         rec = {
             id_field: item.id,
@@ -309,7 +335,7 @@ def run_items(
         # set by the worker whose item failed, before it takes another: a worker thread picks the
         # next queued item as soon as it is free, before the loop below can cancel it (one more
         # request after a 401 than was in flight)
-        if stopping.is_set():
+        if stopping.is_set() or (s.budget is not None and s.budget.reached()):
             return None
         try:
             return one(item)
@@ -317,20 +343,17 @@ def run_items(
             stopping.set()
             raise
 
-    try:
-        with ThreadPoolExecutor(max(1, s.concurrency)) as pool:
-            futures = [pool.submit(unless_stopping, it) for it in todo]
-            try:
-                for f in wrap(as_completed(futures), len(futures)):
-                    f.result()
-            except BaseException:
-                # a fatal answer (bad key, unknown model), a failed write or Ctrl-C: nothing more is
-                # asked; answers already written stay whole and count on the rerun
-                for f in futures:
-                    f.cancel()
-                raise
-    finally:
-        backend.close()  # e.g. delete a run's uploads
+    if lane is not None:  # one pool for the ablation's stacks, clip by clip; the ablation closes the back-end
+        place = {it.id: i for i, it in enumerate(items)}
+        futures = [lane.submit(place[it.id], partial(unless_stopping, it)) for it in todo]
+        lane.ready()
+        _wait_all(futures, wrap)
+    else:
+        try:
+            with ThreadPoolExecutor(max(1, s.concurrency)) as pool:
+                _wait_all([pool.submit(unless_stopping, it) for it in todo], wrap)
+        finally:
+            backend.close()  # e.g. delete a run's uploads
     if s.budget is not None and s.budget.reached():
         b = s.budget
         raise BudgetReached(b.limit_usd, b.spent_usd, out)

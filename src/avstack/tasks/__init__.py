@@ -90,6 +90,7 @@ class StackChoice:
     options: str = "all"  # EgoGap: all, n3, swap_motor
     shuffle_seed: int | None = None  # EgoGap: the options shuffled and re-lettered
     max_side: int = 512  # EgoGap: the downscale variant's longest side
+    layout: str = "benchmark"  # EcoG, videoqa: where what a clip's stacks share goes
 
     def given(self) -> list[str]:
         """The fields set away from their defaults, by their flag names (the variant apart)."""
@@ -100,6 +101,7 @@ class StackChoice:
             "options": self.options != "all",
             "shuffle_seed": self.shuffle_seed is not None,
             "max_side": self.max_side != 512,
+            "layout": self.layout != "benchmark",
         }
         return [name for name, on in wanted.items() if on]
 
@@ -107,8 +109,8 @@ class StackChoice:
         """The input stack of anchors this choice names (EcoG, videoqa)."""
         from avstack.prompting.stacks import make_stack
 
-        refuse_flags(task, self.given(), ("drop", "ts_format", "word_ts_format"))
-        return make_stack(self.variant, self.drop, self.ts_format, self.word_ts_format)
+        refuse_flags(task, self.given(), ("drop", "ts_format", "word_ts_format", "layout"))
+        return make_stack(self.variant, self.drop, self.ts_format, self.word_ts_format, self.layout)
 
 
 @dataclass(frozen=True)
