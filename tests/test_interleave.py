@@ -110,3 +110,39 @@ def test_sequential_rounds_hold_when_stacks_interleave(prepared, tmp_path, until
     stop = json.loads((tmp_path / "abl" / "sequential.json").read_text())
     asked = {s: set(_raw(tmp_path / "abl" / s)) for s in ("full", "full-no_frame_ts")}
     assert asked["full"] == asked["full-no_frame_ts"] and len(asked["full"]) == stop["stopped_at_clips"], stop
+
+
+def test_the_shared_first_layout_moves_what_a_clips_stacks_share_to_the_front(prepared):
+    from avstack.manifest import opened
+    from avstack.prompting.messages import Image, Text
+    from avstack.prompting.stacks import make_stack, parse_stack_name
+    from avstack.tasks.ecog.task import EcogAblation
+
+    task = EcogAblation(opened(prepared))
+    for drop in ([], ["word_ts"], ["asr"]):
+        bench = task.requests(make_stack("full", drop))
+        shared = task.requests(make_stack("full", drop, layout="shared-first"))
+        for b, s in zip(bench, shared, strict=True):
+            assert s.parts == b.parts[1:] + b.parts[:1] and s.system == b.system  # the same parts, moved
+            assert isinstance(s.parts[-1], Text) and "<instruction>" in s.parts[-1].text
+    # full, -word_ts and -asr of a clip now begin alike up to the instruction: their frames and tags
+    heads = [task.requests(make_stack("full", d, layout="shared-first"))[2].parts for d in ([], ["word_ts"], ["asr"])]
+    images = sum(isinstance(p, Image) for p in heads[0])
+    assert images and heads[0][:-1] == heads[1][:-1] == heads[2][:-1]
+    stack = make_stack("full", ["frame_ts"], "seconds", "srt", "shared-first")
+    assert stack.name == "full-no_frame_ts@seconds@words-srt@shared-first" and parse_stack_name(stack.name) == stack
+    with pytest.raises(ValueError, match="--layout takes benchmark, shared-first"):
+        make_stack("full", layout="frames-last")
+
+
+def test_layout_is_an_axis_of_the_ablation_with_its_own_delta(prepared, tmp_path):
+    out = tmp_path / "abl"
+    args = ["ablate", str(prepared), "--model", "deixis", "--drop", "frame_ts", "--layout", "benchmark,shared-first"]
+    res = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    names = sorted(p.name for p in out.iterdir() if (p / "predictions.jsonl").exists())
+    assert names == ["full", "full-no_frame_ts", "full-no_frame_ts@shared-first", "full@shared-first"]
+    assert "full@shared-first" in (out / "report.md").read_text()  # its paired delta against full
+    egogap = ["ablate", "--task", "egogap", "--bundles", str(tmp_path / "b.jsonl"), "--model", "chance"]
+    res = CliRunner().invoke(app, [*egogap, "--layout", "shared-first", "--out", str(tmp_path / "e")])
+    assert res.exit_code == 2 and "--layout" in res.output  # a task that cannot lay out refuses it, by name
