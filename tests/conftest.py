@@ -69,6 +69,23 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture()
+def questions(prepared, tmp_path) -> Path:
+    """One multiple-choice question per prepared sample clip (videoqa on the samples)."""
+    import json
+
+    from avstack.manifest import load_manifest
+
+    path = tmp_path / "qa.jsonl"
+    rows = [
+        {"id": f"q{i}", "video": r.video, "question": "What is pointed at?", "options": ["A. cup", "B. book"]}
+        | {"answer": "A"}
+        for i, r in enumerate(r for r in load_manifest(prepared) if r.ok)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
 def manifest_dicts(prepared: Path) -> list[dict]:
     """The manifest's records as the JSON objects they are written as."""
     from avstack.manifest import load_manifest

@@ -123,16 +123,10 @@ def test_a_request_the_server_cannot_take_is_refused_before_sending_and_video_go
         assert all(r["attempts"] == 1 and "Failed to load image or audio file" in r["error"] for r in rows)
 
 
-def test_the_videoqa_stacks_and_an_egogap_variant_run_on_the_server(prepared, vision, tmp_path):
+def test_the_videoqa_stacks_and_an_egogap_variant_run_on_the_server(prepared, questions, vision, tmp_path):
     from test_egogap import _bundles, _images
 
-    questions = tmp_path / "qa.jsonl"
-    rows = [
-        {"id": f"q{i}", "video": r.video, "question": "What is pointed at?", "options": ["A. cup", "B. book"]}
-        | {"answer": "A"}
-        for i, r in enumerate(r for r in load_manifest(prepared) if r.ok)
-    ]
-    questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rows = questions.read_text().splitlines()  # one question per prepared clip (conftest)
     out = tmp_path / "qa"
     args = ["ablate", str(prepared), "--task", "videoqa", "--questions", str(questions), "--model", MODEL]
     args += ["--base-url", vision["base"], "--drop", "frame_ts", "--variants", "text", "--max-tokens", TOKENS]

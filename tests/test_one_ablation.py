@@ -14,7 +14,6 @@ from conftest import shared_path
 from fake_http import JsonHandler, serving
 from typer.testing import CliRunner
 
-from avstack.manifest import load_manifest
 from avstack.runs.ablation import AblationSpec, UnsupportedOption, refused, stacks_to_run
 
 
@@ -31,19 +30,6 @@ class Refusing(JsonHandler):
             Refusing.bodies.append(body)
         error = {"message": "this test server answers nothing", "type": "invalid_request_error"}
         self.send_json(400, {"error": error})
-
-
-@pytest.fixture()
-def questions(prepared, tmp_path) -> Path:
-    """One multiple-choice question per prepared sample clip."""
-    path = tmp_path / "qa.jsonl"
-    rows = [
-        {"id": f"q{i}", "video": r.video, "question": "What is pointed at?", "options": ["A. cup", "B. book"]}
-        | {"answer": "A"}
-        for i, r in enumerate(r for r in load_manifest(prepared) if r.ok)
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 def _ablate(prepared: Path, questions: Path, url: str, out: Path, *extra: str):

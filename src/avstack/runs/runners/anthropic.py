@@ -30,6 +30,7 @@ from avstack.runs.runners.base import (
     MissingExtra,
     TransientError,
     parts_of,
+    retry_after_s,
 )
 
 RETRY = frozenset({408, 409, 429, 500, 502, 503, 504, 529})  # 529: Anthropic's "overloaded_error"
@@ -151,7 +152,7 @@ def _status_error(exc: Any, base_url: str) -> Exception:
     kind, message = _error_of(exc)
     said = f"HTTP {status} {kind}: {message}" if kind else f"HTTP {status}: {message}"
     if status in RETRY:
-        return TransientError(said, _retry_after(exc.response.headers.get("retry-after")))
+        return TransientError(said, retry_after_s(exc.response.headers.get("retry-after")))
     if status in FATAL_STATUS:
         return FatalError(f"{said} (from {base_url})")
     return RuntimeError(said)  # 400 invalid_request_error, 413 request_too_large: final, not retried
@@ -166,10 +167,3 @@ def _error_of(exc: Any) -> tuple[str, str]:
         return "", exc.response.text[:300]
     except Exception:  # noqa: BLE001 - no body to read
         return "", str(exc)[:300]
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:
-        return None

@@ -30,6 +30,14 @@ class TransientError(RuntimeError):
         self.retry_after = retry_after
 
 
+def retry_after_s(value: str | None) -> float | None:
+    """A `retry-after` header's seconds (None when absent or not a number of seconds)."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
 class FatalError(RuntimeError):
     """Wrong for every request of the run (bad key, unknown model, wrong URL): the run stops and
     nothing is recorded as an answer, so a rerun asks again."""

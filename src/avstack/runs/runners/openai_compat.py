@@ -23,6 +23,7 @@ from avstack.runs.runners.base import (
     MissingExtra,
     TransientError,
     parts_of,
+    retry_after_s,
 )
 from avstack.runs.runners.server_probe import MODALITY, ServerProbe
 
@@ -164,7 +165,7 @@ class OpenAICompat(BackendBase):
                 raise RuntimeError(f"HTTP {exc.status_code}: unsupported {kind} input: {detail}") from None
             if exc.status_code in RETRY_STATUS:
                 raise TransientError(
-                    f"HTTP {exc.status_code}: {detail}", _retry_after(exc.response.headers.get("retry-after"))
+                    f"HTTP {exc.status_code}: {detail}", retry_after_s(exc.response.headers.get("retry-after"))
                 ) from None
             if exc.status_code in FATAL_STATUS:
                 raise FatalError(f"HTTP {exc.status_code} from {self.base_url}: {detail}") from None
@@ -222,10 +223,3 @@ def _detail(exc: Any) -> str:
         return exc.response.text[:200]
     except Exception:
         return str(exc)[:200]
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:
-        return None
