@@ -10,8 +10,9 @@ converter, `make llama-server tiny-vl`), two slots, a fresh server per arm. One 
   with their tags first).
 
 For each: the prompt tokens the server evaluated (`timings.prompt_n`) over those it was sent
-(`usage.prompt_tokens`), and the wall time. The ratio is the server's own count, so it holds on
-any machine; the wall times are this machine's, measured in the same run.
+(`usage.prompt_tokens`), the share the plan predicted the server would take from its cache
+(avstack.runs.plan.PrefixCache, llama.cpp's rule), and the wall time. The ratio is the server's
+own count, so it holds on any machine; the wall times are this machine's, measured in the same run.
 
     python benchmarks/prefix_share.py [--prepared out/demo/prepared] [--out benchmarks/prefix_share.json]
 """
@@ -31,16 +32,20 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # the tests' server helpers and 
 
 def arm(prepared: Path, url: str, out: Path, interleave: bool, layout: str) -> dict:
     from avstack.manifest import opened
-    from avstack.runs.ablation import AblationSpec, ablate
+    from avstack.runs.ablation import AblationSpec, ablate, plan
     from avstack.runs.engine import Asking, RunSettings
+    from avstack.runs.plan import Counting
     from avstack.runs.runners import make_backend
     from avstack.tasks.ecog.task import EcogAblation
 
     spec = AblationSpec(drops=("frame_ts", "word_ts", "asr"), layouts=(layout,))
     backend = make_backend("openai:qwen2-vl-tiny", base_url=f"{url}/v1", max_tokens=16)
+    task = EcogAblation(opened(prepared))
+    # the plan as `ablate` makes it: the server counts the text, its prefix cache is predicted
+    bill = plan(task, spec, "openai:qwen2-vl-tiny", out, Counting.of(backend, clip_major=interleave), 16)
     settings = RunSettings(concurrency=2, interleave=interleave)
     t0 = time.perf_counter()
-    ablate(EcogAblation(opened(prepared)), spec, Asking(backend, "openai:qwen2-vl-tiny", out / "cache", settings), out)
+    ablate(task, spec, Asking(backend, "openai:qwen2-vl-tiny", out / "cache", settings), out, bill)
     wall = time.perf_counter() - t0
     sent = evaluated = requests = 0
     for path in out.glob("*/predictions.jsonl"):
@@ -51,8 +56,10 @@ def arm(prepared: Path, url: str, out: Path, interleave: bool, layout: str) -> d
             requests += 1
             sent += r["usage"]["prompt_tokens"]
             evaluated += r["usage"]["timings"]["prompt_n"]
+    planned = bill["total"]["cache_read_tokens"] / bill["total"]["input_tokens"]
     return {"requests": requests, "prompt_tokens_sent": sent, "prompt_tokens_evaluated": evaluated,
-            "evaluated_share": round(evaluated / sent, 4), "wall_s": round(wall, 2)}  # fmt: skip
+            "evaluated_share": round(evaluated / sent, 4), "cached_share": round(1 - evaluated / sent, 4),
+            "planned_cached_share": round(planned, 4), "wall_s": round(wall, 2)}  # fmt: skip
 
 
 def main() -> None:

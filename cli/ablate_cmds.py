@@ -142,7 +142,7 @@ def ablate(
         engine.refused(target, spec)
     budget, bill = None, None
     options = backend_options(base_url, temperature, max_tokens, defaults()["timeout"], audio_as, json_mode)
-    counting = counting_for(model, chosen.baselines, options, image_rule, detail)
+    counting = counting_for(model, chosen.baselines, options, image_rule, detail, clip_major=not batch)
     if dry_run or max_cost is not None:
         with user_errors():
             bill = engine.plan(target, spec, model, out, counting, max_tokens, prices)

@@ -136,7 +136,7 @@ def backend_options(
 
 
 def counting_for(
-    model: str, baselines: Any, options: dict[str, Any], image_rule: str | None, detail: str = "high"
+    model: str, baselines: Any, options: dict[str, Any], image_rule: str | None, detail: str = "high", **more: Any
 ) -> Any:
     """How the plan counts: the image rule, and the server's own text count where the back-end
     can ask one. Planning needs no key: a back-end that cannot be made here (a missing key or
@@ -148,7 +148,7 @@ def counting_for(
         backend = make_backend(model, baselines, **options)
     except (ValueError, ImportError):
         backend = None
-    return Counting.of(backend, image_rule, detail)
+    return Counting.of(backend, image_rule, detail, **more)
 
 
 def defaults() -> dict[str, Any]:

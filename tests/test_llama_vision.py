@@ -96,7 +96,7 @@ def test_every_image_stack_reaches_the_server_whole_and_the_plan_meets_its_count
         assert plan["stacks"][stack]["to_pay_input_tokens"] == reported, stack  # the server's own count, exactly
         reported_total += reported
     assert plan["total"]["input_tokens"] == reported_total
-    assert "of them from the server's cache" in (out / "report.md").read_text()  # the system prompt, at least
+    assert "from the prompt cache, reported" in (out / "report.md").read_text()  # the system prompt, at least
     assert len(sent) <= len(vision["proxy"].bodies) == plan["total"]["to_pay_requests"]
 
 
@@ -145,3 +145,29 @@ def test_the_videoqa_stacks_and_an_egogap_variant_run_on_the_server(prepared, qu
     assert res.exit_code == 0, res.output
     sent = vision["proxy"].bodies[before:]
     assert len(sent) == 8 and all(len(_frames_sent(b)) == 1 and code == 200 for b, code, _ in sent)
+
+
+def test_shared_first_clip_by_clip_halves_what_the_server_evaluates_and_the_plan_foresees_it(prepared, tmp_path):
+    """#58's held-out check: two slots, full and three drops sent clip by clip with the frames
+    first; the server evaluates at most 60% of the prompt tokens it is sent (87.6% one stack after
+    another in the benchmark's order), and the plan's predicted cached share is within 10 points
+    of the server's own (`timings.cache_n`)."""
+    out = tmp_path / "shared"
+    args = ["ablate", str(prepared), "--model", MODEL, "--concurrency", "2", "--layout", "shared-first"]
+    args += ["--drop", "frame_ts", "--drop", "word_ts", "--drop", "asr", "--max-tokens", TOKENS, "--out", str(out)]
+    with vision_server(tmp_path / "server.log", "-np", "2") as served:
+        res = _invoke([*args, "--base-url", served["base"]])
+    assert res.exit_code == 0, res.output
+    plan = json.loads((out / "plan.json").read_text())
+    said = plan["prompt_cache"]
+    assert said["family"] == "llama.cpp" and said["order"] == "one clip's stacks together"
+    rows = [r for p in out.glob("*/predictions.jsonl") for r in _rows(p) if not r["cached"]]
+    assert len(rows) == plan["total"]["to_pay_requests"] and all(r["error"] is None for r in rows)
+    sent = sum(r["usage"]["prompt_tokens"] for r in rows)
+    evaluated = sum(r["usage"]["timings"]["prompt_n"] for r in rows)
+    assert sent == plan["total"]["input_tokens"]
+    assert evaluated / sent <= 0.60, (evaluated, sent)
+    planned = plan["total"]["cache_read_tokens"] / plan["total"]["input_tokens"]
+    assert abs(planned - (1 - evaluated / sent)) <= 0.10, (planned, 1 - evaluated / sent)
+    report = (out / "report.md").read_text()
+    assert "from the prompt cache, planned" in report and "from the prompt cache, reported" in report

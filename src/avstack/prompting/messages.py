@@ -6,6 +6,8 @@ Renderers never decide what goes in; they only format what the stack builder put
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import mimetypes
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +44,10 @@ class Request:
     parts: tuple[Part, ...]
     root: str = ""  # folder that relative media paths are under
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    # how many leading parts this request shares with the other stacks of its clip (the layout
+    # put them first): a back-end may mark where they end for its provider's prompt cache. Not
+    # part of what is asked (not in to_neutral, so not in the answer cache's key).
+    shared_prefix: int = field(default=0, compare=False)
 
     def path_of(self, part: Image | Video | Audio) -> Path:
         p = Path(part.path)
@@ -59,6 +65,13 @@ class Request:
         kinds = {"text": Text, "image": Image, "video": Video, "audio": Audio}
         parts = tuple(kinds[p["type"]](**{k: v for k, v in p.items() if k != "type"}) for p in data["parts"])
         return cls(system=data["system"], parts=parts, root=data.get("root", ""))
+
+
+def prefix_digest(req: Request) -> str:
+    """A short name for the request's shared prefix (its system prompt and first `shared_prefix`
+    parts): the same for a clip's stacks that begin alike, a cache key a provider may route by."""
+    head = Request(req.system, req.parts[: req.shared_prefix], req.root).to_neutral()
+    return hashlib.sha256(json.dumps(head, sort_keys=True).encode()).hexdigest()[:32]
 
 
 # the names the APIs document for a sound (Python's mimetypes says audio/x-wav, which Gemini lists
@@ -119,9 +132,14 @@ def to_anthropic(req: Request) -> dict[str, Any]:
     """Anthropic's Messages fields: the system prompt at the top level and one user turn, each
     frame a base64 image block after its time tag. Claude takes no audio or video part (the
     back-end refuses such a request before this is called); an empty text block is an error
-    there, so none is sent."""
+    there, so none is sent. Where the request shares its first parts with a clip's other stacks
+    (`shared_prefix`), the block that ends them carries a `cache_control` breakpoint (below the
+    model's minimum Anthropic caches nothing, silently, and charges no write)."""
     content: list[dict[str, Any]] = []
-    for p in req.parts:
+    for k, p in enumerate(req.parts):
+        if k == req.shared_prefix and content:
+            # the end of what a clip's stacks share: Claude caches up to a marked block only
+            content[-1]["cache_control"] = {"type": "ephemeral"}
         if isinstance(p, Text):
             if p.text:
                 content.append({"type": "text", "text": p.text})

@@ -87,3 +87,10 @@ def request_parts(
         # they vary in (the instruction with the ASR block, the first text part)
         parts = parts[1:] + parts[:1]
     return parts, images
+
+
+def shared_prefix(stack: Stack, parts: list[Part]) -> int:
+    """The leading parts a clip's stacks share under the stack's layout: all but the instruction
+    under shared-first (the frames with their tags, the clip's media), none under the benchmark's
+    own order (the instruction with the ASR block comes first)."""
+    return len(parts) - 1 if stack.layout == "shared-first" and len(parts) > 1 else 0

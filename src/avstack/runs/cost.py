@@ -3,12 +3,13 @@ tokens, requests the answer cache already holds or that repeat across stacks, an
 an editable table.
 
 Image rules (the providers' documentation, as read on the date in prices.json):
-- OpenAI tiles (gpt-4o, gpt-4.1, o1, o3): `detail="low"` is a flat 85; high scales the image to fit
-  2048 x 2048, then its short side to 768, and counts 512 px tiles: 85 + 170 per tile (1024 x 1024
-  -> 765). gpt-4o-mini counts the same tiles at 2833 + 5667 per tile.
-- OpenAI patches (gpt-4.1-mini, gpt-4.1-nano, o4-mini): 32 px patches, at most 1536 (the image
-  shrunk to fit), times a model multiplier (1.62, 2.46, 1.72).
-- Gemini (2.x): 258 when both sides are at most 384 px, else 258 per 768 x 768 tile.
+- OpenAI tiles (gpt-4o, gpt-4.1, gpt-5, o1, o3): `detail="low"` is a flat 85; high scales the image
+  to fit 2048 x 2048, then its short side to 768, and counts 512 px tiles: 85 + 170 per tile (1024 x
+  1024 -> 765). gpt-4o-mini counts the same tiles at 2833 + 5667 per tile, gpt-5 at 70 + 140.
+- OpenAI patches (gpt-4.1-mini, gpt-4.1-nano, o4-mini, gpt-5-mini, gpt-5-nano): 32 px patches, at
+  most 1536 (the image shrunk to fit), times a model multiplier (1.62, 2.46, 1.72, 1.62, 2.46).
+- Gemini (2.x): 258 when both sides are at most 384 px, else 258 per 768 x 768 tile. Gemini 3
+  (`gemini3`): a fixed count per picture by `media_resolution`, 1,120 at its default (high).
 - Qwen2-VL and Qwen2.5-VL (`qwen2-vl`): the image resized to multiples of 28 px within
   [min_pixels, max_pixels] (its `smart_resize`; the released preprocessor's 4 .. 16384 blocks), one
   token per 28 x 28 block, and the two tokens around it (<|vision_start|>, <|vision_end|>).
@@ -48,8 +49,9 @@ from typing import Any
 PRICES_FILE = Path(__file__).with_name("prices.json")
 CHARS_PER_TOKEN = 4  # the stated estimate where no tokenizer is installed (English prose, OpenAI's rule of thumb)
 
-OPENAI_TILES = {"gpt-4o-mini": (2833, 5667)}  # (base, per tile); every other tile model: (85, 170)
-OPENAI_PATCHES = {"gpt-4.1-mini": 1.62, "gpt-4.1-nano": 2.46, "o4-mini": 1.72}
+# (base, per tile) by name prefix; every other tile model: (85, 170)
+OPENAI_TILES = {"gpt-4o-mini": (2833, 5667), "gpt-5": (70, 140)}
+OPENAI_PATCHES = {"gpt-4.1-mini": 1.62, "gpt-4.1-nano": 2.46, "o4-mini": 1.72, "gpt-5-mini": 1.62, "gpt-5-nano": 2.46}
 QWEN_MIN_PIXELS, QWEN_MAX_PIXELS = 4 * 28 * 28, 16384 * 28 * 28
 
 
@@ -172,6 +174,7 @@ SIZE_RULES: dict[str, Callable[[int, int], int]] = {
     "llava-onevision": llava_onevision,
     "gemma3": gemma3,
     "claude": claude,
+    "gemini3": lambda w, h: 1120,  # Gemini 3: media_resolution per part, high (its default) 1,120 a picture
 }
 IMAGE_RULES = ("openai-tiles", "openai-patches", *SIZE_RULES)
 # model-name fragments (lower case, '_' read as '-') -> rule; the first that matches wins
@@ -181,6 +184,7 @@ NAMED_RULES = (
     (("internvl",), "internvl"),
     (("llava-onevision", "llava-ov"), "llava-onevision"),
     (("gemma-3", "gemma3"), "gemma3"),
+    (("gemini-3",), "gemini3"),
     (("gemini",), "gemini"),
     (("claude",), "claude"),
 )
@@ -196,7 +200,7 @@ def image_rule(model: str, chosen: str | None = None) -> str | None:
     name = model.split(":", 1)[-1].lower()
     if name in OPENAI_PATCHES:
         return "openai-patches"
-    if name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "o1", "o3")):
+    if name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3")):
         return "openai-tiles"
     plain = name.replace("_", "-")
     return next((rule for fragments, rule in NAMED_RULES if any(f in plain for f in fragments)), None)
@@ -206,7 +210,8 @@ def image_tokens(width: int, height: int, model: str, detail: str = "high", chos
     """Tokens one image costs on `model`, or None when no published rule is known for it."""
     rule, name = image_rule(model, chosen), model.split(":", 1)[-1].lower()
     if rule == "openai-tiles":
-        return openai_tiles(width, height, detail, *OPENAI_TILES.get(name, (85, 170)))
+        tiles = next((v for k, v in sorted(OPENAI_TILES.items(), reverse=True) if name.startswith(k)), (85, 170))
+        return openai_tiles(width, height, detail, *tiles)
     if rule == "openai-patches":
         return openai_patches(width, height, OPENAI_PATCHES.get(name, 1.0))
     return SIZE_RULES[rule](width, height) if rule else None

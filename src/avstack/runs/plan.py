@@ -4,7 +4,8 @@ tokens, what the answer cache already holds or an earlier stack asks too, and th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,6 +26,7 @@ from avstack.runs.cost import (
     wav_duration_ms,
 )
 from avstack.runs.engine import AnswerCache, request_key
+from avstack.runs.providers import CacheRule, Family, family_of
 
 
 @dataclass
@@ -43,6 +45,8 @@ class StackBill:
     to_pay_input_tokens: int = 0
     to_pay_audio_tokens: int = 0  # of to_pay_input_tokens: what an audio price applies to
     to_pay_requests: int = 0
+    cache_read_tokens: int = 0  # of to_pay_input_tokens: predicted to come from the provider's prompt cache
+    cache_write_tokens: int = 0  # of to_pay_input_tokens: predicted to be written to it (Anthropic)
     notes: list[str] = field(default_factory=list)
 
 
@@ -57,17 +61,84 @@ class ServerCount(Protocol):
 @dataclass(frozen=True)
 class Counting:
     """How the plan counts: the image rule (None: chosen by the model's name), OpenAI's image
-    detail, and the server that counts a request's text itself where it can (chat template
-    included; where it cannot, `text_counter`'s count)."""
+    detail, the server that counts a request's text itself where it can (chat template
+    included; where it cannot, `text_counter`'s count), what that server is (llama.cpp, vllm:
+    its prefix cache), the order the requests go out in (`clip_major`: one clip's stacks
+    together, as an interleaved ablation sends them; else one stack after another, as batches),
+    and the providers file (limits and cache rules; None: the bundled one)."""
 
     image_rule: str | None = None
     detail: str = "high"
     server: ServerCount | None = None
+    server_kind: str | None = None
+    clip_major: bool = True
+    providers_file: Path | None = None
 
     @classmethod
-    def of(cls, backend: Any, image_rule: str | None = None, detail: str = "high") -> Counting:
+    def of(cls, backend: Any, image_rule: str | None = None, detail: str = "high", **more: Any) -> Counting:
         counts = callable(getattr(backend, "count_text_tokens", None))
-        return cls(image_rule, detail, backend if counts else None)
+        kind = getattr(backend, "server_kind", None)
+        return cls(image_rule, detail, backend if counts else None, kind() if callable(kind) else None, **more)
+
+
+def _part_key(req: Request, part: Any) -> tuple[str, str]:
+    """What makes a part the same bytes for a prompt cache: its text, or the file it sends."""
+    return ("text", part.text) if isinstance(part, Text) else (type(part).__name__, str(req.path_of(part)))
+
+
+class PrefixCache:
+    """The tokens a provider will take from its prompt cache, predicted: a request's longest
+    common prefix (whole parts, then the common start of the first text that differs) with any
+    of the last `window` requests sent, under the family's rule (its minimum and step; with a
+    `breakpoint` rule only the prefix up to the request's marked end is cached, and the first
+    request to send it writes it). `window` is the number of stacks: sent clip by clip, a clip's
+    earlier stacks are within it; sent stack by stack, only other clips are."""
+
+    def __init__(self, rule: CacheRule, window: int, prefix_tokens: Any):
+        self.rule, self.prefix_tokens = rule, prefix_tokens
+        self.recent: deque[tuple[str, tuple[tuple[str, str], ...]]] = deque(maxlen=max(1, window))
+
+    def predict(self, req: Request) -> tuple[int, int]:
+        """(tokens read from the cache, tokens written to it) for `req`, then remember it."""
+        keys = tuple(_part_key(req, p) for p in req.parts)
+        best, text = -1, ""
+        for system, other in self.recent:
+            if system != req.system:
+                continue
+            n = _common_length(keys, other)
+            partial = _common_start(keys[n], other[n]) if n < min(len(keys), len(other)) else ""
+            if (n, len(partial)) > (best, len(text)):
+                best, text = n, partial
+        self.recent.append((req.system, keys))
+        if self.rule.kind == "breakpoint":
+            mark = req.shared_prefix
+            if mark <= 0:
+                return 0, 0
+            tokens = self.prefix_tokens(req, mark, "")
+            if tokens < self.rule.min_tokens:
+                return 0, 0
+            return (tokens, 0) if best >= mark else (0, tokens)
+        return (0, 0) if best < 0 else (self.rule.cached(self.prefix_tokens(req, best, text)), 0)
+
+
+def _common_length(a: Sequence[Any], b: Sequence[Any]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def _common_start(a: tuple[str, str], b: tuple[str, str]) -> str:
+    """The text two differing parts begin with (none unless both are text)."""
+    return a[1][: _common_length(a[1], b[1])] if a[0] == b[0] == "text" else ""
+
+
+def send_order(stacks: Mapping[str, Sequence[Request]], clip_major: bool) -> Iterator[tuple[str, Request]]:
+    """The requests as they go out: one clip's stacks together (the k-th request of every stack),
+    or one stack after another."""
+    if not clip_major:
+        yield from ((name, req) for name, reqs in stacks.items() for req in reqs)
+        return
+    longest = max((len(r) for r in stacks.values()), default=0)
+    for k in range(longest):
+        yield from ((name, reqs[k]) for name, reqs in stacks.items() if k < len(reqs))
 
 
 def bill_request(
@@ -125,32 +196,44 @@ def plan_requests(
     cache = AnswerCache(cache_dir)
     seen: set[str] = set()
     sizes: dict[Path, tuple[int, int]] = {}
-    bills: dict[str, StackBill] = {}
-    for name, requests in stacks.items():
-        bill = bills[name] = StackBill()
-        for req in requests:
-            images, videos, image_toks, text_toks, sounds, audio_toks = bill_request(
-                req, model, counting, count_text, sizes
-            )
-            key = request_key(backend_id, req)
-            bill.requests += 1
-            bill.images += images
-            bill.videos += videos
-            bill.image_tokens += image_toks
-            bill.text_tokens += text_toks
-            bill.audio_parts += sounds
-            bill.audio_tokens += audio_toks
-            if cache.get(key) is not None:
-                bill.cached += 1
-            elif key in seen:
-                bill.repeats += 1
-            else:
-                bill.to_pay_requests += 1
-                bill.to_pay_input_tokens += image_toks + text_toks + audio_toks
-                bill.to_pay_audio_tokens += audio_toks
-            seen.add(key)
+    bills: dict[str, StackBill] = {name: StackBill() for name in stacks}
+    family = family_of(model, counting.server_kind, counting.providers_file)
+
+    def prefix_tokens(req: Request, n: int, text: str) -> int:
+        head = Request(req.system, (*req.parts[:n], *((Text(text),) if text else ())), req.root)
+        counted = bill_request(head, model, counting, count_text, sizes)
+        return counted[2] + counted[3] + counted[5]
+
+    prefixes = PrefixCache(family.cache, len(stacks), prefix_tokens) if family and family.cache else None
+    for name, req in send_order(stacks, counting.clip_major):
+        bill = bills[name]
+        counted = bill_request(req, model, counting, count_text, sizes)
+        images, videos, image_toks, text_toks, sounds, audio_toks = counted
+        key = request_key(backend_id, req)
+        bill.requests += 1
+        bill.images += images
+        bill.videos += videos
+        bill.image_tokens += image_toks
+        bill.text_tokens += text_toks
+        bill.audio_parts += sounds
+        bill.audio_tokens += audio_toks
+        if cache.get(key) is not None:
+            bill.cached += 1
+        elif key in seen:
+            bill.repeats += 1
+        else:
+            bill.to_pay_requests += 1
+            bill.to_pay_input_tokens += image_toks + text_toks + audio_toks
+            bill.to_pay_audio_tokens += audio_toks
+            if prefixes is not None:
+                read, written = prefixes.predict(req)
+                bill.cache_read_tokens += min(read, image_toks + text_toks + audio_toks)
+                bill.cache_write_tokens += written
+        seen.add(key)
     total_in = sum(b.to_pay_input_tokens for b in bills.values())
     total_req = sum(b.to_pay_requests for b in bills.values())
+    total_read = sum(b.cache_read_tokens for b in bills.values())
+    total_write = sum(b.cache_write_tokens for b in bills.values())
     out_tokens = total_req * max_output_tokens
     usd = None
     total_audio = sum(b.to_pay_audio_tokens for b in bills.values())
@@ -158,6 +241,11 @@ def plan_requests(
         audio_price = price.input if price.audio_input is None else price.audio_input
         online = ((total_in - total_audio) * price.input + total_audio * audio_price + out_tokens * price.output) / 1e6
         usd = {"online": round(online, 4), "batch": round(online * price.batch, 4)}
+        if prefixes is not None and (total_read or total_write):
+            kept = prefixes.rule
+            # a cached token pays `read` of the input price, a written one `write` (the text rate)
+            saved = (total_read * (1 - kept.read) - total_write * (kept.write - 1)) * price.input / 1e6
+            usd["online_with_cache"] = round(online - saved, 4)
     notes = []
     if rule is None:
         notes.append(f"{model}: no published image-token rule known (--image-rule names one); image tokens not counted")
@@ -177,18 +265,32 @@ def plan_requests(
         "prices_read_on": read_on,
         "price_usd_per_1m": None if price is None else {"input": price.input, "output": price.output},
         "stacks": {name: vars(b) for name, b in bills.items()},
+        "prompt_cache": cache_said(family, counting.clip_major, len(stacks)),
         "total": {
             "requests": sum(b.requests for b in bills.values()),
             "to_pay_requests": total_req,
             "cached": sum(b.cached for b in bills.values()),
             "repeats": sum(b.repeats for b in bills.values()),
             "input_tokens": total_in,
+            "cache_read_tokens": total_read,
+            "cache_write_tokens": total_write,
             "audio_tokens": total_audio,
             "output_tokens_at_most": out_tokens,
             "usd_at_most": usd,
         },
         "notes": notes,
     }
+
+
+def cache_said(family: Family | None, clip_major: bool, stacks: int) -> dict[str, Any] | None:
+    """What the plan assumed of the provider's prompt cache (None: no rule known for the model)."""
+    if family is None or family.cache is None:
+        return None
+    rule = family.cache
+    return {"family": family.name, "kind": rule.kind, "min_tokens": rule.min_tokens, "step": rule.step,
+            "read_price_share": rule.read, "write_price_share": rule.write,
+            "order": "one clip's stacks together" if clip_major else "one stack after another",
+            "window_requests": stacks, "read_on": family.read_on, "source": family.source}  # fmt: skip
 
 
 def write_plan(plan: dict[str, Any], out: Path) -> Path:
@@ -213,6 +315,15 @@ def plan_table(plan: dict[str, Any]) -> str:
     rows.append(f"| **total** | {t['requests']} | | | | | {t['cached']} | {t['repeats']} | {t['input_tokens']} |")
     lines = [*rows, "", f"{plan['model']}: {cost}; output at most {t['output_tokens_at_most']} tokens; "
              f"text tokens by {plan['text_tokens']}; prices read {plan['prices_read_on']}"]  # fmt: skip
+    said = plan.get("prompt_cache")
+    if said and t["input_tokens"]:
+        share = 100 * t.get("cache_read_tokens", 0) / t["input_tokens"]
+        with_cache = f"; ${usd['online_with_cache']:.2f} online with it" if usd and "online_with_cache" in usd else ""
+        lines.append(
+            f"prompt cache ({said['family']}, {said['kind']}, {said['order']}): {t.get('cache_read_tokens', 0)} of "
+            f"{t['input_tokens']} input tokens predicted read from it ({share:.1f}%), "
+            f"{t.get('cache_write_tokens', 0)} written{with_cache}"
+        )
     return "\n".join(lines + [f"note: {n}" for n in plan["notes"]]) + "\n"
 
 
@@ -229,22 +340,16 @@ def usage_section(plan: dict[str, Any], predictions: Mapping[str, Path]) -> str:
         used = [usage_tokens(r.get("usage")) for r in sent]
         cached = sum(cached_tokens(r.get("usage")) for r in sent)
         cached_any = cached_any or cached > 0
-        rows.append(
-            [
-                name,
-                bill["to_pay_requests"],
-                len(sent),
-                bill["to_pay_input_tokens"],
-                sum(u[0] for u in used),
-                cached,
-                sum(u[1] for u in used),
-            ]  # fmt: skip
-        )
+        planned_cached = bill.get("cache_read_tokens", 0)
+        cached_any = cached_any or planned_cached > 0
+        used_in = sum(u[0] for u in used)
+        rows.append([name, bill["to_pay_requests"], len(sent), bill["to_pay_input_tokens"], used_in,
+                     planned_cached, cached, sum(u[1] for u in used)])  # fmt: skip
     head = ["stack", "requests planned to pay", "sent", "input tokens planned", "input tokens reported"]
-    head += ["of them from the server's cache"] if cached_any else []
+    head += ["from the prompt cache, planned", "from the prompt cache, reported"] if cached_any else []
     lines = ["| " + " | ".join(head + ["output tokens reported"]) + " |", "|" + "---|" * (len(head) + 1)]
     for r in rows:
-        cells = r[:5] + ([r[5]] if cached_any else []) + [r[6]]
+        cells = r[:5] + (r[5:7] if cached_any else []) + [r[7]]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     rule = plan["image_rule"] or "none known"
     note = f"Planned with {plan['model']}'s image rule ({rule}), text by {plan['text_tokens']}."

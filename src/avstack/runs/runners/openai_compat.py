@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any
 
-from avstack.prompting.messages import AUDIO_AS, Request, to_openai
+from avstack.prompting.messages import AUDIO_AS, Request, prefix_digest, to_openai
 from avstack.runs.runners.base import (
     DEFAULTS,
     FATAL_STATUS,
@@ -138,6 +138,10 @@ class OpenAICompat(BackendBase):
     def counts_text_by(self) -> str | None:
         return self.probe.how if self.probe is not None else None
 
+    def server_kind(self) -> str | None:
+        """llama.cpp or vllm, as the server says (its prefix cache); None for OpenAI's own API."""
+        return (self.probe.kind() or None) if self.probe is not None else None
+
     def body(self, request: Request) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
@@ -147,6 +151,9 @@ class OpenAICompat(BackendBase):
         }
         if self.json_mode:
             body["response_format"] = {"type": "json_object"}
+        if self.probe is None and request.shared_prefix:
+            # OpenAI routes requests with one key to one cache: a clip's stacks, which begin alike
+            body["prompt_cache_key"] = prefix_digest(request)
         return body
 
     def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:

@@ -17,7 +17,7 @@ from typing import Any
 
 from avstack.manifest import ClipRecord
 from avstack.prompting.messages import Request
-from avstack.prompting.parts import asr_text, frame_times_told, frame_views, request_parts
+from avstack.prompting.parts import asr_text, frame_times_told, frame_views, request_parts, shared_prefix
 from avstack.prompting.stacks import Stack
 from avstack.prompting.templates import PART, PromptSet, clean, load_prompts
 from avstack.prompting.timefmt import parse_words
@@ -182,4 +182,4 @@ def build_request(
         "shown": shown(record, stack, variables, frames, images, prepared_dir),
     }
     system = prompts.render(lang, "system.j2", variables)
-    return Request(system=system, parts=tuple(parts), root=prepared_dir, meta=meta)
+    return Request(system, tuple(parts), prepared_dir, meta, shared_prefix(stack, parts))

@@ -12,7 +12,7 @@ from typing import Any
 from avstack.io import DataError, inside
 from avstack.manifest import ClipRecord
 from avstack.prompting.messages import Request
-from avstack.prompting.parts import asr_text, frame_times_told, frame_views, request_parts
+from avstack.prompting.parts import asr_text, frame_times_told, frame_views, request_parts, shared_prefix
 from avstack.prompting.stacks import Stack
 from avstack.prompting.templates import PART, PromptSet, clean, load_prompts
 from avstack.prompting.timefmt import parse_words, words_block
@@ -94,4 +94,4 @@ def build_request(
         "shown": shown,
     }
     system = prompts.render(item.kind, "system.j2", variables)
-    return Request(system=system, parts=tuple(parts), root=prepared_dir, meta=meta)
+    return Request(system, tuple(parts), prepared_dir, meta, shared_prefix(stack, parts))
