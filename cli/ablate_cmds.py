@@ -20,6 +20,7 @@ from .common import (
     ImageRuleOption,
     JsonModeOption,
     MaxTokensOption,
+    ProvidersOption,
     TemperatureOption,
     app,
     backend_options,
@@ -86,6 +87,7 @@ def ablate(
     detail: Annotated[str, typer.Option(help="OpenAI image detail the plan counts: high or low")] = "high",
     image_rule: ImageRuleOption = None,
     prices: Annotated[Path | None, typer.Option(help="A price table of your own (JSON, as runs/prices.json)")] = None,
+    providers: ProvidersOption = None,
     until: Annotated[
         str, typer.Option(help="all: every clip; decided: rounds of clips until every contrast is decided")
     ] = "all",
@@ -142,7 +144,9 @@ def ablate(
         engine.refused(target, spec)
     budget, bill = None, None
     options = backend_options(base_url, temperature, max_tokens, defaults()["timeout"], audio_as, json_mode)
-    counting = counting_for(model, chosen.baselines, options, image_rule, detail, clip_major=not batch)
+    counting = counting_for(
+        model, chosen.baselines, options, image_rule, detail, clip_major=not batch, providers_file=providers
+    )
     if dry_run or max_cost is not None:
         with user_errors():
             bill = engine.plan(target, spec, model, out, counting, max_tokens, prices)

@@ -172,6 +172,13 @@ JsonModeOption = Annotated[
         "request as a harness without it does (recorded, part of the answer key)",
     ),
 ]
+ProvidersOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="A providers file of your own (JSON, as runs/providers.json): each model family's prompt-cache "
+        "rule and request limits (images, bytes, pixels, audio seconds, context tokens)"
+    ),
+]
 ImageRuleOption = Annotated[
     str | None,
     typer.Option(

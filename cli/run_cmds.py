@@ -23,6 +23,7 @@ from .common import (
     ImageRuleOption,
     JsonModeOption,
     MaxTokensOption,
+    ProvidersOption,
     TemperatureOption,
     app,
     backend_options,
@@ -189,6 +190,7 @@ def run_cmd(
     questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
     questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
     image_rule: ImageRuleOption = None,
+    providers: ProvidersOption = None,
 ) -> None:
     """Run a model over prepared clips (ecog, videoqa) or bundles (egogap); resumable; then score."""
     from avstack.runs.engine import RunSettings
@@ -205,7 +207,7 @@ def run_cmd(
             target = chosen.ablation(prepared, TaskInputs(questions, questions_format, prompt))
             stack = make_stack(variant, drop, ts_format, word_ts_format, layout)
             sent_with = backend_options(base_url, temperature, max_tokens, timeout, json_mode=json_mode)
-            counting = counting_for(model, chosen.baselines, sent_with, image_rule)
+            counting = counting_for(model, chosen.baselines, sent_with, image_rule, providers_file=providers)
             bill = plan_stacks(target, [stack], model, out, counting, max_output_tokens=max_tokens)
         bill_first(bill, out, True, None)
 

@@ -189,3 +189,36 @@ def test_openais_prompt_cache_key_only_for_a_shared_prefix_and_only_on_openais_a
 
     assert "prompt_cache_key" in CompletionCreateParamsNonStreaming.__optional_keys__
     del openai
+
+
+def _plan(prepared, out, *more):
+    from avstack_cli.app import app
+    from typer.testing import CliRunner
+
+    args = ["ablate", str(prepared), "--model", "anthropic:claude-sonnet-4-5", "--drop", "word_ts", "--drop", "asr"]
+    res = CliRunner().invoke(app, [*args, "--dry-run", "--out", str(out), *more])
+    assert res.exit_code == 0, res.output
+    return json.loads((out / "plan.json").read_text()), res.output
+
+
+def test_claudes_plan_writes_a_clips_frames_once_and_reads_them_for_its_other_stacks(prepared, tmp_path):
+    plan, said = _plan(prepared, tmp_path / "shared", "--layout", "shared-first")
+    stacks = plan["stacks"]
+    full, drops = stacks["full@shared-first"], [stacks[f"full-no_{a}@shared-first"] for a in ("word_ts", "asr")]
+    # full goes first for each clip: it writes the frames with their tags; the drops read them (a
+    # clip with no words asks the drops what full asked: a repeat, not sent, nothing read)
+    assert full["cache_write_tokens"] > 0 and full["cache_read_tokens"] == 0
+    for d in drops:
+        assert 0 < d["cache_read_tokens"] <= full["cache_write_tokens"] and d["cache_write_tokens"] == 0
+        assert d["cache_read_tokens"] < d["to_pay_input_tokens"]  # the instruction and ASR block are paid in full
+    usd, total = plan["total"]["usd_at_most"], plan["total"]
+    saved = total["cache_read_tokens"] * 0.9 - total["cache_write_tokens"] * 0.25  # 90% off reads, 25% on writes
+    assert usd["online"] - usd["online_with_cache"] == pytest.approx(saved * 3.0 / 1e6, abs=1e-4)
+    assert "prompt cache (anthropic, breakpoint, one clip's stacks together)" in said
+    plain, _ = _plan(prepared, tmp_path / "plain")  # the benchmark's order: no breakpoint, nothing cached
+    assert plain["total"]["cache_read_tokens"] == plain["total"]["cache_write_tokens"] == 0
+    mine = tmp_path / "providers.json"
+    rule = {"kind": "breakpoint", "min_tokens": 10**9, "read": 0.1, "write": 1.25}
+    mine.write_text(json.dumps({"families": {"huge-minimum": {"match": ["claude"], "cache": rule}}}))
+    high, _ = _plan(prepared, tmp_path / "mine", "--layout", "shared-first", "--providers", str(mine))
+    assert high["prompt_cache"]["family"] == "huge-minimum" and high["total"]["cache_read_tokens"] == 0

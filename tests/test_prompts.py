@@ -101,6 +101,20 @@ def test_overlay_is_read_back_at_every_true_pts_of_a_vfr_clip(tmp_path):
     assert [(out / p.path).stat().st_mtime_ns for p in images] == mtimes
 
 
+
+def test_two_clips_frames_in_folders_of_one_name_get_overlays_of_their_own(tmp_path):
+    """A manifest made elsewhere may put two clips' frames under folders of one last name
+    (a/k/000000.jpg, b/k/000000.jpg): each overlaid copy is made from its own picture."""
+    for folder, shade in (("a", 30), ("b", 220)):
+        (tmp_path / folder / "k").mkdir(parents=True)
+        cv2.imwrite(str(tmp_path / folder / "k" / "000000.jpg"), np.full((360, 640, 3), shade, np.uint8))
+    first = overlay.overlay_frame(tmp_path, "a/k/000000.jpg", 1234)
+    second = overlay.overlay_frame(tmp_path, "b/k/000000.jpg", 1234)
+    assert first != second
+    for rel, shade in ((first, 30), (second, 220)):
+        img = cv2.imread(str(tmp_path / rel))
+        assert overlay.read(img) == 1234 and abs(int(np.median(img)) - shade) <= 2, rel
+
 # --------------------------------------------------------------------------- a user's own templates
 
 USER_SYSTEM = """Answer as JSON. Options: {{ (object_choices + space_choices) | join("; ") }}.

@@ -87,7 +87,9 @@ def overlay_frame(prepared: Path, frame_path: str, pts_ms: int, quality: int = 9
     """The overlaid copy of a prepared frame (made once, cached next to the frames); its path
     relative to the prepared folder."""
     name = f"{Path(frame_path).stem}-{pts_ms}.jpg"
-    rel = Path("overlay") / f"v{OVERLAY_VERSION}" / Path(frame_path).parent.name / name
+    # the frame's whole folder path, not only its last name: two clips whose frames lie in folders
+    # of one name (a manifest made elsewhere, copies under frames/copyN/...) must not share overlays
+    rel = Path("overlay") / f"v{OVERLAY_VERSION}" / Path(frame_path).parent / name
     dest = prepared / rel
     if not dest.is_file():
         bgr = cv2.imread(str(prepared / frame_path), cv2.IMREAD_COLOR)
