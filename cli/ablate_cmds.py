@@ -17,8 +17,10 @@ from .common import (
     WORDS_HELP,
     BatchOption,
     BatchPollOption,
+    FpsOption,
     ImageRuleOption,
     JsonModeOption,
+    MaxFramesOption,
     MaxTokensOption,
     ProvidersOption,
     TemperatureOption,
@@ -28,6 +30,7 @@ from .common import (
     counting_for,
     defaults,
     fail,
+    frame_budgets,
     user_errors,
 )
 
@@ -68,6 +71,8 @@ def ablate(
     layout: Annotated[
         str, typer.Option(help="Comma list of layouts to compare: benchmark, shared-first (see run --help)")
     ] = "benchmark",
+    fps: FpsOption = None,
+    max_frames: MaxFramesOption = None,
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
     task: Annotated[str, typer.Option(help="ecog, videoqa (with --questions) or egogap (with --bundles)")] = "ecog",
     bundles: Annotated[Path | None, typer.Option(help="EgoGap *.bundles.jsonl")] = None,
@@ -123,6 +128,7 @@ def ablate(
             ts_formats=tuple(f.strip() for f in ts_format.split(",") if f.strip()),
             word_ts_format=word_ts_format,
             layouts=tuple(x.strip() for x in layout.split(",") if x.strip()),
+            budgets=frame_budgets(fps, max_frames),
             cluster=cluster,
             until=until,
             round_size=round_size,

@@ -94,7 +94,8 @@ def user_errors() -> Iterator[None]:
     from avstack.runs.runners import FatalError
 
     def flags(names: Sequence[str]) -> str:
-        return ", ".join("--" + n.replace("_", "-") for n in names) or "none of them"
+        said = {"frame_budget": "fps/--max-frames"}  # one option, two flags
+        return ", ".join("--" + said.get(n, n.replace("_", "-")) for n in names) or "none of them"
 
     try:
         yield
@@ -172,6 +173,45 @@ JsonModeOption = Annotated[
         "request as a harness without it does (recorded, part of the answer key)",
     ),
 ]
+FpsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--fps",
+        help="Frame budget at stack time: at most this many frames a second, picked from the prepared ones "
+        "uniformly in time, each at its true pts (ablate: a comma list is an axis)",
+    ),
+]
+MaxFramesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--max-frames",
+        help="Frame budget at stack time: at most this many frames, spread evenly in time over the prepared "
+        "ones, first and last kept (ablate: a comma list such as 8,32,128 is an axis)",
+    ),
+]
+
+
+def frame_budgets(fps: str | None, max_frames: str | None, one: bool = False) -> tuple[Any, ...]:
+    """--fps and --max-frames as frame budgets: every pair of the two comma lists (one, for a run)."""
+    from avstack.prompting.budget import FrameBudget
+
+    def values(text: str | None, kind: Any, flag: str) -> list[Any]:
+        if text is None:
+            return [None]
+        try:
+            return [kind(v) for v in text.split(",") if v.strip()] or [None]
+        except ValueError:
+            fail(f"{flag}: expected {'numbers' if kind is float else 'whole numbers'} (a comma list), found {text!r}")
+
+    rates, counts = values(fps, float, "--fps"), values(max_frames, int, "--max-frames")
+    if one and len(rates) * len(counts) > 1:
+        fail("--fps, --max-frames: one value each for one stack (ablate compares several)")
+    try:
+        return tuple(dict.fromkeys(FrameBudget(r, n) for r in rates for n in counts))
+    except ValueError as exc:
+        fail(str(exc))
+
+
 ProvidersOption = Annotated[
     Path | None,
     typer.Option(

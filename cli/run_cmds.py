@@ -20,8 +20,10 @@ from .common import (
     WORDS_HELP,
     BatchOption,
     BatchPollOption,
+    FpsOption,
     ImageRuleOption,
     JsonModeOption,
+    MaxFramesOption,
     MaxTokensOption,
     ProvidersOption,
     TemperatureOption,
@@ -31,6 +33,7 @@ from .common import (
     counting_for,
     defaults,
     fail,
+    frame_budgets,
     print_outcome,
     progress,
     user_errors,
@@ -94,6 +97,8 @@ def stacks(
     ts_format: Annotated[str, typer.Option(help=TS_HELP)] = "ms",
     word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
     layout: Annotated[str, typer.Option(help=LAYOUT_HELP)] = "benchmark",
+    fps: FpsOption = None,
+    max_frames: MaxFramesOption = None,
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
     task: Annotated[str, typer.Option(help="ecog, or videoqa (with --questions)")] = "ecog",
     questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
@@ -107,7 +112,7 @@ def stacks(
         chosen = get_task(task)
         if chosen.write_requests is None:
             fail(f"--task {task} has no requests over a prepared folder to write")
-        stack = make_stack(variant, drop, ts_format, word_ts_format, layout)
+        stack = make_stack(variant, drop, ts_format, word_ts_format, layout, frame_budgets(fps, max_frames, True)[0])
         inputs = TaskInputs(questions, questions_format, prompt, asr, coord_order)
         n = chosen.write_requests(prepared, inputs, out, stack, fmt, media_mode)
     typer.echo(f"wrote {n} requests ({stack.name}, {fmt}) to {out}")
@@ -186,6 +191,8 @@ def run_cmd(
     ts_format: Annotated[str, typer.Option(help=TS_HELP + " (ecog)")] = "ms",
     word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP + " (ecog)")] = "json",
     layout: Annotated[str, typer.Option(help=LAYOUT_HELP + " (ecog, videoqa)")] = "benchmark",
+    fps: FpsOption = None,
+    max_frames: MaxFramesOption = None,
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP + " (ecog)")] = None,
     questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
     questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
@@ -196,6 +203,7 @@ def run_cmd(
     from avstack.runs.engine import RunSettings
     from avstack.tasks import RunJob, StackChoice, TaskInputs, get_task
 
+    (budget,) = frame_budgets(fps, max_frames, one=True)
     if dry_run:
         from avstack.prompting.stacks import make_stack
         from avstack.runs.ablation import plan_stacks
@@ -205,7 +213,7 @@ def run_cmd(
             if chosen.ablation is None or prepared is None:
                 fail(f"--dry-run plans runs over a prepared folder; --task {task} has none to plan")
             target = chosen.ablation(prepared, TaskInputs(questions, questions_format, prompt))
-            stack = make_stack(variant, drop, ts_format, word_ts_format, layout)
+            stack = make_stack(variant, drop, ts_format, word_ts_format, layout, budget)
             sent_with = backend_options(base_url, temperature, max_tokens, timeout, json_mode=json_mode)
             counting = counting_for(model, chosen.baselines, sent_with, image_rule, providers_file=providers)
             bill = plan_stacks(target, [stack], model, out, counting, max_output_tokens=max_tokens)
@@ -224,7 +232,9 @@ def run_cmd(
             backend_options(base_url, temperature, max_tokens, timeout, audio_as, json_mode),
             prepared,
             TaskInputs(questions, questions_format, prompt, asr, coord_order, bundles, images, style),
-            StackChoice(variant, tuple(drop), ts_format, word_ts_format, options, shuffle_seed, max_side, layout),
+            StackChoice(
+                variant, tuple(drop), ts_format, word_ts_format, options, shuffle_seed, max_side, layout, budget
+            ),
             progress,
         )
         outcome = get_task(task).run(job)

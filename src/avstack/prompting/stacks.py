@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from avstack.prompting.budget import FrameBudget
 from avstack.prompting.timefmt import check_ts_format, check_word_format
 
 ALL_ANCHORS = ("frames", "frame_ts", "asr", "word_ts", "video", "audio", "subtitles")
@@ -66,13 +67,15 @@ class Stack:
     ts_format: str = "ms"
     word_ts_format: str = "json"
     layout: str = "benchmark"
+    budget: FrameBudget = FrameBudget()  # the frames it picks from the prepared ones (prompting.budget)
 
     @property
     def name(self) -> str:
         name = self.variant + "".join(f"-no_{d}" for d in self.dropped)
         name += f"@{self.ts_format}" if self.ts_format != "ms" else ""
         name += f"@words-{self.word_ts_format}" if self.word_ts_format != "json" else ""
-        return name + (f"@{self.layout}" if self.layout != "benchmark" else "")
+        name += f"@{self.layout}" if self.layout != "benchmark" else ""
+        return name + (f"@{self.budget.label}" if self.has("frames") and not self.budget.unbounded else "")
 
     def has(self, anchor: str) -> bool:
         return anchor in self.anchors
@@ -92,6 +95,8 @@ class Stack:
             "ts_format": self.ts_format,
             "word_ts_format": self.word_ts_format,
             "layout": self.layout,
+            "fps": self.budget.fps,
+            "max_frames": self.budget.max_frames,
         }
 
 
@@ -101,6 +106,7 @@ def make_stack(
     ts_format: str = "ms",
     word_ts_format: str = "json",
     layout: str = "benchmark",
+    budget: FrameBudget = FrameBudget(),
 ) -> Stack:
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; found {variant!r}")
@@ -116,7 +122,9 @@ def make_stack(
     if layout not in LAYOUTS:
         raise ValueError(f"--layout takes {', '.join(LAYOUTS)}; found {layout!r}")
     ts, words = check_ts_format(ts_format), check_word_format(word_ts_format)
-    return Stack(variant, frozenset(anchors), drop, ts, words, layout)
+    # a budget picks frames: a stack without them (text, video) has none to pick, and keeps its name
+    kept = budget if "frames" in anchors else FrameBudget()
+    return Stack(variant, frozenset(anchors), drop, ts, words, layout, kept)
 
 
 def parse_stack_name(name: str) -> Stack:
@@ -125,8 +133,9 @@ def parse_stack_name(name: str) -> Stack:
     variant, *rest = base.split("-no_")
     words = next((f.removeprefix("words-") for f in formats if f.startswith("words-")), "json")
     layout = next((f for f in formats if f in LAYOUTS), "benchmark")
-    ts = next((f for f in formats if not f.startswith("words-") and f not in LAYOUTS), "ms")
-    return make_stack(variant, rest, ts, words, layout)
+    budget = next((b for f in formats if (b := FrameBudget.parse(f)) is not None), FrameBudget())
+    told = [f for f in formats if not f.startswith("words-") and f not in LAYOUTS and FrameBudget.parse(f) is None]
+    return make_stack(variant, rest, next(iter(told), "ms"), words, layout, budget)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from avstack.analysis.sequential import ask_until_decided, stop_record, stop_sec
 from avstack.analysis.stats import paired_bootstrap_ci, shapley_per_item
 from avstack.analysis.tables import Report, markdown_table
 from avstack.io import atomic_write, write_csv_atomic, write_json_atomic
+from avstack.prompting.budget import FrameBudget
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import VARIANTS, Stack, Subset, make_stack, subset_stacks
 from avstack.runs.engine import Asking, RunSettings
@@ -30,7 +31,9 @@ from avstack.runs.plan import Counting, plan_requests, usage_section, write_plan
 
 UNTIL = ("all", "decided")
 # every option of an ablation of input stacks (AblationSpec.asks_for names): what EcoG and videoqa honour
-ANCHOR_OPTIONS = frozenset({"drop", "variants", "subsets", "cluster", "ts_format", "word_ts_format", "until", "layout"})
+ANCHOR_OPTIONS = frozenset(
+    {"drop", "variants", "subsets", "cluster", "ts_format", "word_ts_format", "until", "layout", "frame_budget"}
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,9 @@ class AblationSpec:
     # where what a clip's stacks share goes (prompting.stacks.LAYOUTS); several: the baseline's
     # stacks in each, an axis with its own paired delta (the first layout's baseline is the report's)
     layouts: tuple[str, ...] = ("benchmark",)
+    # the frames each stack picks from the prepared ones (prompting.budget); several: the baseline's
+    # stacks under each, an axis with its own paired delta (the first budget's baseline is the report's)
+    budgets: tuple[FrameBudget, ...] = (FrameBudget(),)
     cluster: str | None = None  # bootstrap whole clusters in the paired deltas
     until: str = "all"  # all: every item; decided: rounds until every contrast is decided
     round_size: int | None = None
@@ -60,6 +66,8 @@ class AblationSpec:
             raise ValueError("ts_formats: expected at least one frame-time format")
         if not self.layouts:
             raise ValueError("layouts: expected at least one layout")
+        if not self.budgets:
+            raise ValueError("budgets: expected at least one frame budget")
         if self.until == "decided" and not (self.drops or self.variants):
             raise ValueError("a sequential ablation (until decided) needs a dropped cue or a variant: no contrast")
 
@@ -74,6 +82,7 @@ class AblationSpec:
             "word_ts_format": self.word_ts_format != "json",
             "until": self.until != "all",
             "layout": self.layouts != ("benchmark",),
+            "frame_budget": self.budgets != (FrameBudget(),),
         }
         return [name for name, on in wanted.items() if on]
 
@@ -148,15 +157,16 @@ def ablation_stacks(spec: AblationSpec) -> list[Stack]:
     each drop it has (`--drop word_ts` also gives `text-no_word_ts`); with several time formats or
     layouts, the baseline's stacks in each (the first format's and layout's baseline is the report's)."""
     base, words = spec.baseline, spec.word_ts_format
-    axes = [(f, lay) for lay in spec.layouts for f in spec.ts_formats]  # the baseline's: every format, layout
-    stacks = [make_stack(base, [], f, words, lay) for f, lay in axes]
-    stacks += [make_stack(base, [d], f, words, lay) for d in spec.drops if has_cue(base, d) for f, lay in axes]
-    first, lay = spec.ts_formats[0], spec.layouts[0]
+    # the baseline's: every format, layout and frame budget
+    axes = [(f, lay, b) for b in spec.budgets for lay in spec.layouts for f in spec.ts_formats]
+    stacks = [make_stack(base, [], f, words, lay, b) for f, lay, b in axes]
+    stacks += [make_stack(base, [d], f, words, lay, b) for d in spec.drops if has_cue(base, d) for f, lay, b in axes]
+    first, lay, budget = spec.ts_formats[0], spec.layouts[0], spec.budgets[0]
     for v in spec.variants:
         if v == base:
             continue
-        stacks.append(make_stack(v, [], first, words, lay))
-        stacks += [make_stack(v, [d], first, words, lay) for d in spec.drops if has_cue(v, d)]
+        stacks.append(make_stack(v, [], first, words, lay, budget))
+        stacks += [make_stack(v, [d], first, words, lay, budget) for d in spec.drops if has_cue(v, d)]
     return list(dict.fromkeys(stacks))
 
 

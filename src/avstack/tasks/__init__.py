@@ -73,8 +73,9 @@ def refuse_inputs(task: str, inputs: TaskInputs, takes: Sequence[str]) -> None:
 def refuse_flags(task: str, given: Sequence[str], takes: Sequence[str]) -> None:
     """An option a task has no use for is an error naming it, never ignored."""
     extra = [n for n in given if n not in takes]
+    said = {"frame_budget": "fps/--max-frames"}  # one option, two flags
     if extra:
-        raise ValueError(f"--task {task} takes no {', '.join('--' + n.replace('_', '-') for n in extra)}")
+        raise ValueError(f"--task {task} takes no {', '.join('--' + said.get(n, n.replace('_', '-')) for n in extra)}")
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ class StackChoice:
     shuffle_seed: int | None = None  # EgoGap: the options shuffled and re-lettered
     max_side: int = 512  # EgoGap: the downscale variant's longest side
     layout: str = "benchmark"  # EcoG, videoqa: where what a clip's stacks share goes
+    budget: Any = None  # EcoG, videoqa: a prompting.budget.FrameBudget (--fps, --max-frames); None: every frame
 
     def given(self) -> list[str]:
         """The fields set away from their defaults, by their flag names (the variant apart)."""
@@ -102,15 +104,18 @@ class StackChoice:
             "shuffle_seed": self.shuffle_seed is not None,
             "max_side": self.max_side != 512,
             "layout": self.layout != "benchmark",
+            "frame_budget": self.budget is not None and not self.budget.unbounded,
         }
         return [name for name, on in wanted.items() if on]
 
     def anchors(self, task: str) -> Any:
         """The input stack of anchors this choice names (EcoG, videoqa)."""
+        from avstack.prompting.budget import FrameBudget
         from avstack.prompting.stacks import make_stack
 
-        refuse_flags(task, self.given(), ("drop", "ts_format", "word_ts_format", "layout"))
-        return make_stack(self.variant, self.drop, self.ts_format, self.word_ts_format, self.layout)
+        refuse_flags(task, self.given(), ("drop", "ts_format", "word_ts_format", "layout", "frame_budget"))
+        budget = self.budget or FrameBudget()
+        return make_stack(self.variant, self.drop, self.ts_format, self.word_ts_format, self.layout, budget)
 
 
 @dataclass(frozen=True)

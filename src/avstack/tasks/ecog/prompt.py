@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.manifest import ClipRecord
+from avstack.prompting.budget import budgeted
 from avstack.prompting.messages import Request
 from avstack.prompting.parts import asr_text, frame_times_told, frame_views, request_parts, shared_prefix
 from avstack.prompting.stacks import Stack
@@ -163,6 +164,7 @@ def build_request(
     data_root: str | None = None,
 ) -> Request:
     """The request for one prepared clip under one stack, rendered from the prompt templates."""
+    record = budgeted(record, stack.budget)  # the frames the stack's budget picks, at their pts
     lang = options.lang or lang_of(record)
     prompts = prompt_set(str(options.prompt_dir) if options.prompt_dir else None)
     variables = template_variables(record, stack, lang, options)

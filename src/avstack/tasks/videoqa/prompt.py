@@ -11,6 +11,7 @@ from typing import Any
 
 from avstack.io import DataError, inside
 from avstack.manifest import ClipRecord
+from avstack.prompting.budget import budgeted
 from avstack.prompting.messages import Request
 from avstack.prompting.parts import asr_text, frame_times_told, frame_views, request_parts, shared_prefix
 from avstack.prompting.stacks import Stack
@@ -54,6 +55,7 @@ def build_request(
     prompt_dir: Path | None = None,
 ) -> Request:
     """The request for one question about one prepared clip under one stack."""
+    record = budgeted(record, stack.budget)  # the frames the stack's budget picks, at their pts
     prompts = prompt_set(str(prompt_dir) if prompt_dir else None)
     frames = frame_views(record, stack, prepared_dir)
     asr_shown, asr_block = _asr(record, stack)
