@@ -17,6 +17,7 @@ from .common import (
     WORDS_HELP,
     BatchOption,
     BatchPollOption,
+    FitLimitsOption,
     FpsOption,
     ImageRuleOption,
     JsonModeOption,
@@ -32,6 +33,7 @@ from .common import (
     fail,
     frame_budgets,
     user_errors,
+    within_limits,
 )
 
 
@@ -93,6 +95,7 @@ def ablate(
     image_rule: ImageRuleOption = None,
     prices: Annotated[Path | None, typer.Option(help="A price table of your own (JSON, as runs/prices.json)")] = None,
     providers: ProvidersOption = None,
+    fit_limits: FitLimitsOption = False,
     until: Annotated[
         str, typer.Option(help="all: every clip; decided: rounds of clips until every contrast is decided")
     ] = "all",
@@ -148,22 +151,26 @@ def ablate(
         )
         target = chosen.ablation(prepared, inputs)
         engine.refused(target, spec)
-    budget, bill = None, None
+    budget = None
     options = backend_options(base_url, temperature, max_tokens, defaults()["timeout"], audio_as, json_mode)
     counting = counting_for(
         model, chosen.baselines, options, image_rule, detail, clip_major=not batch, providers_file=providers
     )
+    with user_errors():  # every request planned and checked against the provider's limits first
+        from dataclasses import replace
+
+        def replan(budgets: tuple[Any, ...]) -> dict[str, Any]:
+            return engine.plan(target, replace(spec, budgets=budgets), model, out, counting, max_tokens, prices)
+
+        bill, budgets = within_limits(replan(spec.budgets), spec.budgets, fit_limits, replan, out)
+        spec = replace(spec, budgets=budgets)
     if dry_run or max_cost is not None:
-        with user_errors():
-            bill = engine.plan(target, spec, model, out, counting, max_tokens, prices)
         budget = bill_first(bill, out, dry_run, max_cost)
     settings = RunSettings(
         concurrency=concurrency, budget=budget, batch_poll_s=batch_poll if batch else None, retry_failed=retry_failed
     )
     with user_errors():
         asking = Asking(make_backend(model, chosen.baselines, **options), model, out / "cache", settings)
-        if bill is None:
-            bill = engine.plan(target, spec, model, out, counting)
         report = engine.ablate(target, spec, asking, out, bill)
     typer.echo(report.summary)
     typer.echo(f"full report: {report.path}")

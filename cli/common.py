@@ -212,6 +212,52 @@ def frame_budgets(fps: str | None, max_frames: str | None, one: bool = False) ->
         fail(str(exc))
 
 
+FitLimitsOption = Annotated[
+    bool,
+    typer.Option(
+        "--fit-limits",
+        help="Where a stack would go over the provider's limits (images, bytes, pixels, context), lower its "
+        "frame budget to the largest that fits, and record it (else the plan refuses it, naming the limit)",
+    ),
+]
+
+
+def has_limits(model: str, providers: Path | None) -> bool:
+    """Does the providers file know a limit of this model's family (OpenAI's, Claude's, Gemini's)?"""
+    from avstack.runs.providers import family_of
+
+    found = family_of(model, None, providers)
+    return found is not None and any(v is not None for v in vars(found.limits).values())
+
+
+def within_limits(plan: dict[str, Any], budgets: tuple[Any, ...], fit: bool, replan: Any, out: Path) -> Any:
+    """(plan, budgets) once every stack is within its provider's limits: the plan refuses a stack
+    over one (naming the limit, the item and the budget that fits) or, with `fit`, plans again
+    with the budgets lowered and records the change in plan.json."""
+    from avstack.prompting.stacks import parse_stack_name
+    from avstack.runs.limits import refuse_or_fit
+    from avstack.runs.plan import write_plan
+
+    def budget_of(stack: str) -> Any:
+        try:
+            return parse_stack_name(stack).budget
+        except ValueError:  # a task's own condition (EgoGap's): no frame budget
+            return None
+
+    lowered = refuse_or_fit(plan.get("limits"), budgets, budget_of, fit)
+    if not lowered:
+        return plan, budgets
+    budgets = tuple(lowered.get(b, b) for b in budgets)
+    plan = replan(budgets)
+    refuse_or_fit(plan.get("limits"), budgets, budget_of, False)  # still over: no lower budget mends it
+    fitted = {old.label or "every frame": new.label for old, new in lowered.items()}
+    plan["limits"]["fitted"] = fitted
+    write_plan(plan, out)
+    said = ", ".join(f"{a} -> {b}" for a, b in fitted.items())
+    typer.echo(f"--fit-limits: frame budget lowered to fit {plan['limits']['family']}'s limits: {said}")
+    return plan, budgets
+
+
 ProvidersOption = Annotated[
     Path | None,
     typer.Option(

@@ -20,6 +20,7 @@ from .common import (
     WORDS_HELP,
     BatchOption,
     BatchPollOption,
+    FitLimitsOption,
     FpsOption,
     ImageRuleOption,
     JsonModeOption,
@@ -34,9 +35,11 @@ from .common import (
     defaults,
     fail,
     frame_budgets,
+    has_limits,
     print_outcome,
     progress,
     user_errors,
+    within_limits,
 )
 
 
@@ -198,26 +201,36 @@ def run_cmd(
     questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
     image_rule: ImageRuleOption = None,
     providers: ProvidersOption = None,
+    fit_limits: FitLimitsOption = False,
 ) -> None:
     """Run a model over prepared clips (ecog, videoqa) or bundles (egogap); resumable; then score."""
     from avstack.runs.engine import RunSettings
     from avstack.tasks import RunJob, StackChoice, TaskInputs, get_task
 
     (budget,) = frame_budgets(fps, max_frames, one=True)
-    if dry_run:
+    with user_errors():
+        chosen = get_task(task)
+    plannable = chosen.ablation is not None and prepared is not None
+    if dry_run and not plannable:
+        fail(f"--dry-run plans runs over a prepared folder; --task {task} has none to plan")
+    if plannable and (dry_run or fit_limits or has_limits(model, providers)):
+        # every request planned and checked against the provider's limits before any is sent
         from avstack.prompting.stacks import make_stack
         from avstack.runs.ablation import plan_stacks
 
         with user_errors():
-            chosen = get_task(task)
-            if chosen.ablation is None or prepared is None:
-                fail(f"--dry-run plans runs over a prepared folder; --task {task} has none to plan")
+            assert chosen.ablation is not None and prepared is not None
             target = chosen.ablation(prepared, TaskInputs(questions, questions_format, prompt))
-            stack = make_stack(variant, drop, ts_format, word_ts_format, layout, budget)
             sent_with = backend_options(base_url, temperature, max_tokens, timeout, json_mode=json_mode)
             counting = counting_for(model, chosen.baselines, sent_with, image_rule, providers_file=providers)
-            bill = plan_stacks(target, [stack], model, out, counting, max_output_tokens=max_tokens)
-        bill_first(bill, out, True, None)
+
+            def replan(budgets: tuple[Any, ...]) -> dict[str, Any]:
+                stack = make_stack(variant, drop, ts_format, word_ts_format, layout, budgets[0])
+                return plan_stacks(target, [stack], model, out, counting, max_output_tokens=max_tokens)
+
+            bill, (budget,) = within_limits(replan((budget,)), (budget,), fit_limits, replan, out)
+        if dry_run:
+            bill_first(bill, out, True, None)
 
     with user_errors():
         job = RunJob(

@@ -26,6 +26,7 @@ from avstack.io import DataError, JsonlAppender, Progress, read_json, read_jsonl
 from avstack.prompting.messages import Request
 from avstack.runs.cost import Budget, BudgetReached
 from avstack.runs.interleave import LANE
+from avstack.runs.limits import limit_named
 from avstack.runs.runners import Backend, FatalError, TransientError, refusal
 from avstack.runs.secrets import Scrubber
 from avstack.version import __version__
@@ -117,6 +118,8 @@ def _ask(
             raise  # wrong for every item: the run stops, nothing is recorded
         except TransientError as exc:
             last = str(exc)
+            if limit_named(last):  # a limit the request goes over: asking again cannot mend it
+                return None, {}, last, attempt
             if attempt > s.retries:
                 break
             delay = (
@@ -326,6 +329,8 @@ def run_items(
             "cached": hit is not None,
             "stack": meta.get("stack"),
         } | item.record
+        if (limit := limit_named(error)) is not None:  # the provider's limit the server named
+            rec["limit"] = limit
         writer.append(rec)
         return rec
 

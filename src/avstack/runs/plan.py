@@ -26,6 +26,7 @@ from avstack.runs.cost import (
     wav_duration_ms,
 )
 from avstack.runs.engine import AnswerCache, request_key
+from avstack.runs.limits import Breach, breaches_of, limits_said, measure
 from avstack.runs.providers import CacheRule, Family, family_of
 
 
@@ -205,10 +206,15 @@ def plan_requests(
         return counted[2] + counted[3] + counted[5]
 
     prefixes = PrefixCache(family.cache, len(stacks), prefix_tokens) if family and family.cache else None
+    breaches: list[Breach] = []
     for name, req in send_order(stacks, counting.clip_major):
         bill = bills[name]
         counted = bill_request(req, model, counting, count_text, sizes)
         images, videos, image_toks, text_toks, sounds, audio_toks = counted
+        if family is not None:  # every request against the provider's limits, before any is sent
+            item = str(req.meta.get("item_id") or req.meta.get("clip_id") or "?")
+            toks = (image_toks + text_toks + audio_toks, image_toks)
+            breaches += breaches_of(name, item, measure(req, sizes), family.limits, toks)
         key = request_key(backend_id, req)
         bill.requests += 1
         bill.images += images
@@ -266,6 +272,7 @@ def plan_requests(
         "price_usd_per_1m": None if price is None else {"input": price.input, "output": price.output},
         "stacks": {name: vars(b) for name, b in bills.items()},
         "prompt_cache": cache_said(family, counting.clip_major, len(stacks)),
+        "limits": limits_said(family, breaches),
         "total": {
             "requests": sum(b.requests for b in bills.values()),
             "to_pay_requests": total_req,
