@@ -67,8 +67,10 @@ def test_a_stack_without_frames_has_no_budget_to_name():
 
 def test_a_run_sends_the_budgeted_frames_with_their_true_times(prepared, tmp_path):
     out = tmp_path / "req.jsonl"
-    res = CliRunner().invoke(app, ["stacks", str(prepared), "--out", str(out), "--format", "neutral", "--max-frames", "3"])
-    assert res.exit_code == 0, res.output and "full@3f" in res.output
+    args = ["stacks", str(prepared), "--out", str(out), "--format", "neutral", "--max-frames", "3"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "full@3f" in res.output
     records = {r.clip_id: r for r in load_manifest(prepared) if r.ok}
     for line in out.read_text().splitlines():
         row = json.loads(line)

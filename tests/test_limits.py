@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from avstack.prompting.messages import Image, Request, Text
 from avstack.runs.limits import breaches_of, image_fit, limit_named, measure
-from avstack.runs.providers import Limits, family_of
+from avstack.runs.providers import Limits
 
 CLAUDE = Limits(images=100, image_bytes=5_000_000, request_bytes=32_000_000, side_px=8000, many_images=(20, 2000))
 
@@ -28,8 +28,10 @@ CLAUDE = Limits(images=100, image_bytes=5_000_000, request_bytes=32_000_000, sid
     [
         ("Request exceeds the maximum size", "request_bytes"),
         ("image dimensions exceed max allowed size for many-image requests: 2000 pixels", "many_images"),
-        ("messages.0.content.3.image.source.base64: image exceeds 5 MB maximum: 6291456 bytes > 5242880 bytes",
-         "image_bytes"),  # fmt: skip
+        (
+            "messages.0.content.3.image.source.base64: image exceeds 5 MB maximum: 6291456 bytes > 5242880 bytes",
+            "image_bytes",
+        ),  # fmt: skip
         ("Request payload size exceeds the limit: 20971520 bytes.", "request_bytes"),
         ("The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).", "context_tokens"),
         ("This model's maximum context length is 128000 tokens.", "context_tokens"),

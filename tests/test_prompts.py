@@ -101,7 +101,6 @@ def test_overlay_is_read_back_at_every_true_pts_of_a_vfr_clip(tmp_path):
     assert [(out / p.path).stat().st_mtime_ns for p in images] == mtimes
 
 
-
 def test_two_clips_frames_in_folders_of_one_name_get_overlays_of_their_own(tmp_path):
     """A manifest made elsewhere may put two clips' frames under folders of one last name
     (a/k/000000.jpg, b/k/000000.jpg): each overlaid copy is made from its own picture."""
@@ -114,6 +113,7 @@ def test_two_clips_frames_in_folders_of_one_name_get_overlays_of_their_own(tmp_p
     for rel, shade in ((first, 30), (second, 220)):
         img = cv2.imread(str(tmp_path / rel))
         assert overlay.read(img) == 1234 and abs(int(np.median(img)) - shade) <= 2, rel
+
 
 # --------------------------------------------------------------------------- a user's own templates
 
