@@ -16,7 +16,7 @@ class Oracle(BackendBase):
     def answer(self, request: Request | None, truth: dict[str, Any] | None = None) -> Answer:
         if not truth or "kind" not in truth:
             raise ValueError("oracle needs the item's truth (videoqa runs pass it)")
-        if truth["kind"] == "grounding":
+        if truth["kind"] == "grounding" and truth["spans"]:
             start, end = truth["spans"][0]
             return Answer(json.dumps({"start": start, "end": end}))
         return Answer(json.dumps({"answer": truth["answer"]}, ensure_ascii=False))

@@ -19,7 +19,7 @@ from typing import Any
 from avstack.io import DataError
 
 KINDS = ("mcq", "open", "grounding")
-FORMATS = ("auto", "generic", "charades", "qvhighlights", "videomme")
+FORMATS = ("auto", "generic", "charades", "qvhighlights", "videomme", "egoschema", "nlq", "hourvideo")
 GROUP_FIELDS = ("duration", "domain", "sub_category", "task_type", "category")  # reported per value
 _LETTER = re.compile(r"^\s*\(?([A-Za-z])[.):]\s*")
 
@@ -38,6 +38,10 @@ class Item:
     subtitles: str | None = None  # an SRT/VTT file for the video, relative to the data root
     groups: dict[str, str] = field(default_factory=dict, compare=False)  # duration class, domain, ...
     source: str = field(default="", compare=False)  # file:line it was read from (errors name it)
+    # the benchmark whose scoring and submission apply (longform: egoschema, nlq, hourvideo); "" generic
+    protocol: str = field(default="", compare=False)
+    until_s: float | None = None  # the video is seen only up to here (HourVideo's predictive questions)
+    option_images: tuple[str, ...] = ()  # each option's picture, absolute (HourVideo's image tasks)
 
     @property
     def letters(self) -> list[str]:
@@ -237,8 +241,13 @@ def videomme_item(row: dict[str, Any], where: str, root: Path | None) -> Item:
 
 
 def detect_format(path: Path) -> str:
+    from avstack.tasks.videoqa.longform import detect_longform
+
     if path.suffix.lower() == ".txt":
         return "charades"
+    longform = detect_longform(path)
+    if longform is not None:
+        return longform
     for _, row in _rows(path):
         if isinstance(row, dict):
             if "relevant_windows" in row or ("qid" in row and "query" in row):
@@ -259,8 +268,12 @@ def load_questions(path: str | Path, fmt: str = "auto", root: str | Path | None 
         raise DataError(f"questions file {path} does not exist")
     fmt = detect_format(path) if fmt == "auto" else fmt
     root = Path(root) if root is not None else None
+    from avstack.tasks.videoqa.longform import READERS
+
     if fmt == "charades":
         items, errors = charades_items(path)
+    elif fmt in READERS:
+        items, errors = READERS[fmt](path, root)
     else:
         items, errors = [], []
         for lineno, row in _rows(path):

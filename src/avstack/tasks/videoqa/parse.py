@@ -55,6 +55,22 @@ def parse_span(text: str) -> tuple[float, float] | None:
     return (a, b) if b >= a else (b, a)
 
 
+def parse_spans(text: str, most: int = 5) -> list[tuple[float, float]]:
+    """Ranked windows, best first: {"windows": [[s, e], ...]}, else the one window parse_span reads."""
+    obj = _json(text)
+    windows = obj.get("windows") if isinstance(obj, dict) else None
+    out = []
+    if isinstance(windows, list):
+        for w in windows[:most]:
+            times = [_seconds(m) for v in (w if isinstance(w, list) else [w]) for m in [_TIME.search(str(v))] if m]
+            if len(times) >= 2:
+                out.append((min(times[:2]), max(times[:2])))
+    if not out:
+        one = parse_span(text)
+        out = [one] if one else []
+    return out
+
+
 def parse_letter(text: str, item: Item) -> str | None:
     """The option chosen: {"answer": "B"}, "B", "(B)", "Answer: B", or an option's text."""
     obj = _json(text)
@@ -81,6 +97,10 @@ def parse_answer(text: str, item: Item) -> tuple[dict[str, Any], str | None]:
     if item.kind == "mcq":
         letter = parse_letter(text, item)
         return {"answer": letter}, None if letter else "no option letter in the answer"
+    if item.kind == "grounding" and item.protocol == "nlq":  # ranked windows: R@5 reads the top five
+        spans = parse_spans(text)
+        found = {"span": list(spans[0]) if spans else None, "spans": [list(w) for w in spans]}
+        return found, None if spans else "no window in the answer"
     if item.kind == "grounding":
         span = parse_span(text)
         return {"span": list(span) if span else None}, None if span else "no two times in the answer"

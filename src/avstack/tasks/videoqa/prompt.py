@@ -12,7 +12,7 @@ from typing import Any
 from avstack.io import DataError, inside
 from avstack.manifest import ClipRecord
 from avstack.prompting.budget import budgeted
-from avstack.prompting.messages import Request
+from avstack.prompting.messages import Image, Request, Text
 from avstack.prompting.parts import asr_text, frame_times_told, frame_views, request_parts, shared_prefix
 from avstack.prompting.stacks import Stack
 from avstack.prompting.templates import PART, PromptSet, clean, load_prompts
@@ -46,6 +46,28 @@ def _subtitles(item: Item, stack: Stack, data_root: str | None) -> tuple[bool, s
     return True, words_block(stack.word_ts_format, " ".join(c["text"] for c in cues), cues)
 
 
+def seen_until(record: ClipRecord, item: Item, stack: Stack) -> ClipRecord:
+    """The clip as a question that may see it only up to `item.until_s` (HourVideo's predictive
+    questions): the frames and words before that time, and that time as its length."""
+    if item.until_s is None:
+        return record
+    if stack.has("video") or stack.has("audio"):
+        raise DataError(
+            f"item {item.id!r}: a predictive question sees the video only up to {item.until_s:g} s; the "
+            f"{stack.name} stack sends the whole file or sound (use a stack of frames)"
+        )
+    from dataclasses import replace
+
+    until_ms = round(item.until_s * 1000)
+    asr = dict(record.asr or {})
+    if asr:
+        asr["words"] = [w for w in asr.get("words", []) if w.get("end_time", 0) <= until_ms]
+        asr["text"] = " ".join(w["text"] for w in asr["words"])
+    frames = tuple(f for f in record.frames if f.pts_ms <= until_ms)
+    length = min(record.duration_ms or until_ms, until_ms)
+    return replace(record, frames=frames, asr=asr or record.asr, duration_ms=length)
+
+
 def build_request(
     record: ClipRecord,
     item: Item,
@@ -55,7 +77,7 @@ def build_request(
     prompt_dir: Path | None = None,
 ) -> Request:
     """The request for one question about one prepared clip under one stack."""
-    record = budgeted(record, stack.budget)  # the frames the stack's budget picks, at their pts
+    record = budgeted(seen_until(record, item, stack), stack.budget)  # the frames it may see, then its budget
     prompts = prompt_set(str(prompt_dir) if prompt_dir else None)
     frames = frame_views(record, stack, prepared_dir)
     asr_shown, asr_block = _asr(record, stack)
@@ -73,6 +95,7 @@ def build_request(
         "subtitles_shown": subs_shown,
         "subtitles_block": clean(subs_block),
         "duration_s": (record.duration_ms or 0) / 1000,
+        "ranked": item.protocol == "nlq",  # Ego4D NLQ scores the top 5 windows
         "stack": stack.name,
         "anchors": sorted(stack.anchors),
         "ts_format": stack.ts_format,
@@ -80,6 +103,11 @@ def build_request(
     }
     rendered = prompts.render(item.kind, "user.j2", variables)
     parts, _ = request_parts(rendered, record, stack, frames, prepared_dir, data_root)
+    shared = shared_prefix(stack, parts)  # what a clip's stacks share: before the options' pictures
+    if item.option_images:  # image options (HourVideo's navigation and layout tasks), each after its letter
+        parts.append(Text("The options' pictures:"))
+        for letter, path in zip(item.letters, item.option_images):
+            parts += [Text(f"{letter}:"), Image(path)]
     shown = {
         "letters": item.letters,
         "duration_s": variables["duration_s"],
@@ -96,4 +124,4 @@ def build_request(
         "shown": shown,
     }
     system = prompts.render(item.kind, "system.j2", variables)
-    return Request(system, tuple(parts), prepared_dir, meta, shared_prefix(stack, parts))
+    return Request(system, tuple(parts), prepared_dir, meta, shared)

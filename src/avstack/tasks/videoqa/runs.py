@@ -12,6 +12,7 @@ from avstack.prompting.stacks import Stack
 from avstack.runs.engine import Asking, RunSettings, WorkItem, run_items
 from avstack.runs.runners import Backend
 from avstack.tasks.videoqa.data import Item, load_questions
+from avstack.tasks.videoqa.longform import submissions
 from avstack.tasks.videoqa.parse import parse_answer
 from avstack.tasks.videoqa.prompt import PROMPT_VERSION, build_request, prompt_set
 from avstack.tasks.videoqa.score import score
@@ -120,8 +121,11 @@ def score_run(run_dir: str | Path, only: set[str] | None = None) -> dict[str, An
         raise DataError(f"{run_dir / 'run.json'}: not a videoqa run (no questions or prepared folder recorded)")
     items, _ = load_questions(questions, str(meta.get("questions_format") or "auto"), data_root_of(prepared))
     items = [it for it in items if only is None or it.id in only]
-    result = score(items, read_predictions(run_dir / "predictions.jsonl"))
+    predictions = read_predictions(run_dir / "predictions.jsonl")
+    result = score(items, predictions)
     write_per_item(run_dir / "per_item.csv", result["per_item"])
+    for name, content in submissions(items, predictions).items():  # what the benchmark's own server takes
+        write_json_atomic(run_dir / name, content)
     js = {k: v for k, v in result.items() if k != "per_item"} | {
         "backend": meta.get("backend"),
         "stack": meta.get("stack"),
