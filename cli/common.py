@@ -61,21 +61,39 @@ QFORMAT_HELP = "videoqa: auto, generic, charades, qvhighlights or videomme"
 DROP_HELP = "Anchor to drop: frame_ts, word_ts, asr, frames (repeatable)"
 
 
+LONG_ASR_S = 60.0  # a clip whose ASR gets a progress line of its own
+
+
 def progress(items: Iterable[T], total: int, label: str = "clips") -> Iterable[T]:
     """A progress bar on stderr (quiet when stderr is not a terminal); for clip records it also
     counts the failed and the cached ones."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from avstack.asr.progress import asr_progress
+
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     failed = cached = 0
     with Progress(*cols, transient=False, disable=not sys.stderr.isatty()) as bar:
         task = bar.add_task(label, total=total)
-        for item in items:
-            yield item
-            failed += int(bool(getattr(item, "error", None)))
-            cached += int(bool(getattr(item, "cache_hit", False)))
-            note = f" ({failed} failed, {cached} cached)" if hasattr(item, "cache_hit") else ""
-            bar.update(task, advance=1, description=label + note)
+        asr: list[Any] = []  # the line of a long clip's ASR, while one is being transcribed
+
+        def heard(done_s: float, total_s: float) -> None:
+            # a clip of a minute or more: its ASR advances on a line of its own, seconds of audio
+            if total_s < LONG_ASR_S:
+                return
+            if not asr:
+                asr.append(bar.add_task("  ASR of a long clip (s of audio)", total=round(total_s)))
+            bar.update(asr[0], completed=round(done_s), total=round(total_s))
+
+        with asr_progress(heard):
+            for item in items:
+                yield item
+                if asr:
+                    bar.remove_task(asr.pop())
+                failed += int(bool(getattr(item, "error", None)))
+                cached += int(bool(getattr(item, "cache_hit", False)))
+                note = f" ({failed} failed, {cached} cached)" if hasattr(item, "cache_hit") else ""
+                bar.update(task, advance=1, description=label + note)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -432,3 +432,25 @@ def test_aligner_windows_and_punctuation():
     assert align._windows(words[:3], pieces[:3], (8000, 48000)) == [(8000, 48000, pieces[:3])]
     capped = align._token_capped([align._Piece(i, list(range(150)), []) for i in range(5)])
     assert [len(g) for g in capped] == [2, 2, 1]  # 400 tokens at most per decoder pass
+
+
+@needs_espeak
+def test_a_long_clips_asr_reports_its_progress_as_it_goes():
+    """Each segment's end as faster-whisper yields it, then the whole: a progress bar advances
+    within a long clip (cli.common.progress shows it on a line of its own, with an ETA)."""
+    from avstack.asr.progress import asr_progress
+
+    starts = [5_000, 5_600, 6_200, 70_000, 70_600, 71_200]
+    audio, _ = synth.speak(["put", "this", "there"] * 2, starts, 80.0)
+    seen: list[tuple[float, float]] = []
+    with asr_progress(lambda done, total: seen.append((done, total))):
+        tr = asr.transcribe(audio, AsrSettings(model="tiny.en", language="en"))
+    assert tr.words  # it heard the sentences
+    assert len(seen) >= 3 and all(total == pytest.approx(80.0, abs=0.1) for _, total in seen)
+    done = [d for d, _ in seen]
+    # each pass (the transcription, and any second decode) ends at the whole; segments on the way
+    assert done[-1] == pytest.approx(80.0, abs=0.1) and all(0 <= d <= 80.0 for d in done)
+    assert any(0 < d < 79 for d in done)  # a report before the end: a segment's end
+    before = len(seen)
+    asr.transcribe(audio[:16_000], AsrSettings(model="tiny.en", language="en"))
+    assert len(seen) == before  # outside the block nobody is told

@@ -14,6 +14,7 @@ import numpy as np
 from avstack.asr import acoustic
 from avstack.asr.align import aligner_model, aligner_setting, realign
 from avstack.asr.models import SAMPLED, SEED_LOCK, load_model, replicas, resolve_model, seeded_model
+from avstack.asr.progress import heard
 from avstack.asr.refine import (
     PHONE_MS,
     between_timed,
@@ -269,7 +270,13 @@ def _decode(model: Any, samples: np.ndarray, options: dict[str, Any]) -> tuple[l
     """All segments of one transcription, and whether a kept result was sampled."""
     SAMPLED.flag = False
     segments, info = model.transcribe(samples, **options)
-    return list(segments), info, bool(SAMPLED.flag)
+    total = float(getattr(info, "duration", 0.0) or len(samples) / RATE)
+    kept = []
+    for seg in segments:  # faster-whisper decodes lazily: each segment as its window is done
+        kept.append(seg)
+        heard(min(float(seg.end), total), total)
+    heard(total, total)
+    return kept, info, bool(SAMPLED.flag)
 
 
 def transcribe_words(

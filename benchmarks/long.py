@@ -1,0 +1,177 @@
+"""Hour-long prepare, bounded (#59): one file made here, with flashes and spoken words at known
+times, through `prepare` three ways, each beside a bare full decode of the same file in the same
+run (machines are noisy: the claims are ratios):
+
+- `--anchors full --fps 0.5` (frames, audio, tiny.en word timing), in a fresh process: its peak
+  RSS (VmHWM), every flash frame at its pts and every word on the clock;
+- `--anchors frames --fps 0.5`: its time over the bare decode's (bound 0.85);
+- `--anchors frames --max-frames 64`: its time over the bare decode's (bound 0.1: it decodes
+  only near those frames).
+
+    python benchmarks/long.py                  # -> benchmarks/long.json (about 10 minutes on 2 cores)
+    python benchmarks/long.py --minutes 10     # a shorter file, to try it
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import av
+import soundfile as sf
+
+from avstack.synthetic import synth
+from avstack.synthetic.awkward import ffmpeg_exe
+
+RATE = 16_000
+FPS = 10
+SIZE = "640x360"
+GOP = 50  # a keyframe every 5 s, as cameras and phones write
+SENTENCE = ("put", "this", "there")
+
+
+def flash_times(minutes: float) -> list[float]:
+    """A white flash every 5 minutes (on the 0.5 fps grid: a sampled frame lands in each), first at 1 min."""
+    return [60.0 + 300.0 * k for k in range(int((minutes * 60 - 60) // 300) + 1) if 60.0 + 300.0 * k < minutes * 60]
+
+
+def make_hour(path: Path, minutes: float) -> tuple[list[float], list[dict]]:
+    """The file: a moving test pattern with white flashes (0.4 s) and the sentence spoken every 2
+    minutes over low noise; returns the flash times and the true word times."""
+    seconds = minutes * 60
+    flashes = flash_times(minutes)
+    starts = [int(1000 * (30 + 120 * k + 0.6 * j)) for k in range(int((seconds - 35) // 120) + 1) for j in range(3)]
+    words = [SENTENCE[i % 3] for i in range(len(starts))]
+    audio, truth = synth.speak(words, starts, seconds, noise_level=0.002)
+    wav = path.with_suffix(".wav")
+    sf.write(wav, audio, RATE, subtype="PCM_16")
+    enable = "+".join(f"between(t,{t:.1f},{t + 0.4:.1f})" for t in flashes)
+    cmd = [
+        ffmpeg_exe() or "ffmpeg",
+        "-v",
+        "error",
+        "-y",
+        "-f",
+        "lavfi",
+        "-i",
+        f"testsrc2=size={SIZE}:rate={FPS}:d={seconds}",
+    ]
+    cmd += ["-i", str(wav), "-vf", f"drawbox=x=0:y=0:w=iw:h=ih:color=white:t=fill:enable='{enable}'"]
+    cmd += ["-c:v", "libx264", "-preset", "veryfast", "-bf", "2", "-g", str(GOP), "-pix_fmt", "yuv420p"]
+    cmd += ["-c:a", "aac", "-shortest", str(path)]
+    subprocess.run(cmd, check=True)
+    wav.unlink()
+    return flashes, truth
+
+
+def bare_decode(path: Path) -> float:
+    t0 = time.perf_counter()
+    with av.open(str(path)) as c:
+        s = c.streams.video[0]
+        s.thread_type = "AUTO"
+        for _ in c.decode(s):
+            pass
+    return time.perf_counter() - t0
+
+
+def prepare(path: Path, out: Path, *args: str) -> tuple[float, int]:
+    """`avstack prepare` on the file in a fresh process: (seconds, peak RSS in MB)."""
+    code = (
+        "import re, sys; from avstack_cli.app import main; sys.argv = ['avstack'] + sys.argv[1:]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\nelse:\n    code = 0\n"
+        "print('HWM', re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1), file=sys.stderr)\n"
+        "sys.exit(code)"
+    )
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, "prepare", str(path.parent), "--out", str(out), *args],
+                          capture_output=True, text=True)  # fmt: skip
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"prepare {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    hwm = int(done.stderr.rsplit("HWM", 1)[1].split()[0])
+    return wall, round(hwm / 1024)
+
+
+def check_full(out: Path, flashes: list[float], truth: list[dict]) -> dict:
+    """Every flash frame white at its pts (and no other frame), every word on the clock."""
+    import cv2
+
+    from avstack.manifest import load_manifest
+
+    (rec,) = load_manifest(out)
+    white = {f.pts_ms for f in rec.frames if cv2.imread(str(out / f.path)).mean() > 200}
+    expected = {round(t * 1000) for t in flashes}
+    words = (rec.asr or {}).get("words", [])
+    errors = []
+    for t in truth:  # the nearest recognized word of the same text
+        near = [w for w in words if w["text"].strip(" .,!?").lower() == t["text"]]
+        if near:
+            errors.append(min(abs(w["begin_time"] - t["begin_time"]) for w in near))
+    return {
+        "frames": len(rec.frames),
+        "frame_pts_on_grid": all(f.pts_ms % 2000 == 0 for f in rec.frames[:-1]),  # the last: the clip's end
+        "flash_frames_expected": sorted(expected),
+        "flash_frames_found": sorted(white),
+        "words_true": len(truth),
+        "words_found": len(errors),
+        "word_onset_error_ms_median": statistics.median(errors) if errors else None,
+        "word_onset_error_ms_p90": sorted(errors)[int(0.9 * (len(errors) - 1))] if errors else None,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--minutes", type=float, default=60.0)
+    ap.add_argument("--json", type=Path, default=Path("benchmarks/long.json"))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        (tmp / "in").mkdir()
+        path = tmp / "in" / "hour.mp4"
+        t0 = time.perf_counter()
+        flashes, truth = make_hour(path, args.minutes)
+        made_s = time.perf_counter() - t0
+        bare = [bare_decode(path)]
+        frames_s, frames_rss = prepare(path, tmp / "frames", "--anchors", "frames", "--fps", "0.5")
+        bare.append(bare_decode(path))
+        few_s, few_rss = prepare(path, tmp / "few", "--anchors", "frames", "--max-frames", "64")
+        bare.append(bare_decode(path))
+        full_s, full_rss = prepare(path, tmp / "full", "--anchors", "full", "--fps", "0.5", "--asr-model", "tiny.en",
+                                   "--lang", "en")  # fmt: skip
+        bare_s = statistics.median(bare)
+        result = {
+            "file": f"{args.minutes:g} min, {SIZE} at {FPS} fps, H.264 GOP {GOP} with B-frames, AAC; "
+            f"{len(flashes)} flashes, {len(truth)} spoken words",
+            "made_in_s": round(made_s, 1),
+            "bare_full_decode_s": [round(b, 2) for b in bare],
+            "frames_fps_0.5": {
+                "seconds": round(frames_s, 2),
+                "over_bare_decode": round(frames_s / bare_s, 3),
+                "bound": 0.85,
+                "peak_rss_mb": frames_rss,
+            },  # fmt: skip
+            "frames_max_64": {
+                "seconds": round(few_s, 2),
+                "over_bare_decode": round(few_s / bare_s, 3),
+                "bound": 0.1,
+                "peak_rss_mb": few_rss,
+            },  # fmt: skip
+            "full_fps_0.5_tiny_en": {
+                "seconds": round(full_s, 1),
+                "peak_rss_mb": full_rss,
+                "bound_rss_mb": 1536,
+                **check_full(tmp / "full", flashes, truth),
+            },  # fmt: skip
+        }
+    print(json.dumps(result, indent=1))
+    args.json.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
