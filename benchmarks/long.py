@@ -33,7 +33,12 @@ RATE = 16_000
 FPS = 10
 SIZE = "640x360"
 GOP = 50  # a keyframe every 5 s, as cameras and phones write
-SENTENCE = ("put", "this", "there")
+# distinct sentences in turn: Whisper's VAD joins the speech of a sparse hour into a few windows, and
+# one sentence said over and over there reads as a repetition loop (tiny.en: "this, this, this...")
+SENTENCES = (
+    ("open", "the", "door"), ("take", "your", "cup"), ("look", "over", "here"), ("turn", "it", "left"),
+    ("pick", "that", "up"), ("move", "this", "there"), ("close", "the", "box"), ("wash", "your", "hands"),
+)  # fmt: skip
 
 
 def flash_times(minutes: float) -> list[float]:
@@ -42,12 +47,12 @@ def flash_times(minutes: float) -> list[float]:
 
 
 def make_hour(path: Path, minutes: float) -> tuple[list[float], list[dict]]:
-    """The file: a moving test pattern with white flashes (0.4 s) and the sentence spoken every 2
+    """The file: a moving test pattern with white flashes (0.4 s) and a sentence spoken every 2
     minutes over low noise; returns the flash times and the true word times."""
     seconds = minutes * 60
     flashes = flash_times(minutes)
     starts = [int(1000 * (30 + 120 * k + 0.6 * j)) for k in range(int((seconds - 35) // 120) + 1) for j in range(3)]
-    words = [SENTENCE[i % 3] for i in range(len(starts))]
+    words = [SENTENCES[(i // 3) % len(SENTENCES)][i % 3] for i in range(len(starts))]
     audio, truth = synth.speak(words, starts, seconds, noise_level=0.002)
     wav = path.with_suffix(".wav")
     sf.write(wav, audio, RATE, subtype="PCM_16")

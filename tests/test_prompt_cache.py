@@ -222,3 +222,49 @@ def test_claudes_plan_writes_a_clips_frames_once_and_reads_them_for_its_other_st
     mine.write_text(json.dumps({"families": {"huge-minimum": {"match": ["claude"], "cache": rule}}}))
     high, _ = _plan(prepared, tmp_path / "mine", "--layout", "shared-first", "--providers", str(mine))
     assert high["prompt_cache"]["family"] == "huge-minimum" and high["total"]["cache_read_tokens"] == 0
+
+
+def test_a_prefix_no_other_request_shares_goes_unmarked():
+    from avstack.prompting.messages import shared_prefixes, unmarked_unless_shared
+
+    frames = (Image("a.jpg"), Image("b.jpg"))
+    full = _req(*frames, Text("with asr"), shared=2)
+    no_asr = _req(*frames, Text("without"), shared=2)
+    untagged = _req(Image("a.jpg"), Text("x"), Image("b.jpg"), Text("q"), shared=3)
+    repeat = _req(Image("a.jpg"), Text("x"), Image("b.jpg"), Text("q"), shared=3)  # the same request again
+    shared = shared_prefixes([full, no_asr, untagged, repeat])
+    assert shared == {prefix_digest(full)}
+    assert unmarked_unless_shared(full, shared) is full
+    assert unmarked_unless_shared(untagged, shared).shared_prefix == 0
+    assert unmarked_unless_shared(untagged, None) is untagged  # no job-wide view: as built
+
+
+def test_claude_gets_a_breakpoint_only_where_another_stack_reads_it(prepared, tmp_path, monkeypatch):
+    from avstack_cli.app import app
+    from fake_http import serving
+    from test_anthropic import KEY, MODEL, Messages, _host
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    Messages.bodies, Messages.headers_seen, Messages.script = [], [], {}
+    out = tmp_path / "abl"
+    args = ["ablate", str(prepared), "--model", MODEL, "--drop", "frame_ts", "--drop", "asr"]
+    args += ["--layout", "shared-first"]
+    with serving(Messages) as url:
+        res = CliRunner().invoke(app, [*args, "--base-url", _host(url), "--concurrency", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    tagged = [b for b in Messages.bodies if "<timestamp_ms>" in json.dumps(b)]  # full and -asr
+    untagged = [b for b in Messages.bodies if "<timestamp_ms>" not in json.dumps(b)]  # -frame_ts
+    assert tagged and untagged
+    by_frames: dict[str, list[dict]] = {}
+    for b in tagged:
+        images = [c["source"]["data"] for c in b["messages"][0]["content"] if c["type"] == "image"]
+        by_frames.setdefault(b["system"] + "".join(images), []).append(b)  # a prefix: the system prompt, frames
+    pairs = [group for group in by_frames.values() if len(group) > 1]
+    assert pairs and all("cache_control" in json.dumps(b) for group in pairs for b in group)
+    # a clip without words asks -asr what full asked: one request, its prefix read by nobody
+    alone = [group[0] for group in by_frames.values() if len(group) == 1]
+    assert not any("cache_control" in json.dumps(b) for b in alone)
+    assert not any("cache_control" in json.dumps(b) for b in untagged)  # nobody would read its prefix
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["stacks"]["full-no_frame_ts@shared-first"]["cache_write_tokens"] == 0

@@ -11,7 +11,7 @@ out is refused before anything runs (`refused`), never dropped. The engine knows
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,7 +23,7 @@ from avstack.analysis.stats import paired_bootstrap_ci, shapley_per_item
 from avstack.analysis.tables import Report, markdown_table
 from avstack.io import atomic_write, write_csv_atomic, write_json_atomic
 from avstack.prompting.budget import FrameBudget
-from avstack.prompting.messages import Request
+from avstack.prompting.messages import Request, shared_prefixes
 from avstack.prompting.stacks import VARIANTS, Stack, Subset, make_stack, subset_stacks
 from avstack.runs.engine import Asking, RunSettings
 from avstack.runs.interleave import run_interleaved
@@ -227,6 +227,10 @@ def ablate(
     out = Path(out)
     stacks = list(task.stacks(spec))
     bill = bill or plan(task, spec, asking.backend_id or str(getattr(asking.backend, "name", "backend")), out)
+    if any(getattr(s, "layout", "benchmark") != "benchmark" for s in stacks):
+        # a cache breakpoint only where another stack's request shares the prefix (as planned)
+        shared = shared_prefixes(r for s in stacks for r in task.requests(s))
+        asking = replace(asking, settings=replace(asking.settings or RunSettings(), shared_prefixes=shared))
     only: set[str] | None = None
     stop: dict[str, Any] | None = None
     if spec.until == "decided":

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.io import DataError, JsonlAppender, Progress, read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
-from avstack.prompting.messages import Request
+from avstack.prompting.messages import Request, unmarked_unless_shared
 from avstack.runs.cost import Budget, BudgetReached
 from avstack.runs.interleave import LANE
 from avstack.runs.limits import limit_named
@@ -59,6 +59,10 @@ class RunSettings:
     retry_failed: bool = False
     # an ablation's stacks clip by clip through one pool (runs.interleave); False: one stack after another
     interleave: bool = True
+    # the prefixes two or more of the job's requests share (prompting.messages.shared_prefixes): a
+    # request whose marked prefix no other shares goes without its mark, so no cache write is paid
+    # for nothing; None: every request as built
+    shared_prefixes: frozenset[str] | None = field(default=None, compare=False, repr=False)
 
 
 def request_key(backend_id: str, req: Request) -> str:
@@ -315,7 +319,8 @@ def run_items(
         else:
             key = request_key(key_id, item.request)
             with lane.only_one(key) if lane is not None else nullcontext():
-                text, usage, error, attempts, hit = asked(item.request, item.truth, key)
+                sent = unmarked_unless_shared(item.request, s.shared_prefixes)
+                text, usage, error, attempts, hit = asked(sent, item.truth, key)
         pred, perr = parse(text, item) if text is not None else ({}, None)
         rec = {
             id_field: item.id,

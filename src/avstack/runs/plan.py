@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from avstack.io import read_jsonl_objects, write_json_atomic
-from avstack.prompting.messages import Audio, Image, Request, Text, Video
+from avstack.prompting.messages import Audio, Image, Request, Text, Video, shared_prefixes, unmarked_unless_shared
 from avstack.runs.cost import (
     audio_rule,
     audio_tokens,
@@ -95,8 +95,8 @@ class PrefixCache:
     request to send it writes it). `window` is the number of stacks: sent clip by clip, a clip's
     earlier stacks are within it; sent stack by stack, only other clips are."""
 
-    def __init__(self, rule: CacheRule, window: int, prefix_tokens: Any):
-        self.rule, self.prefix_tokens = rule, prefix_tokens
+    def __init__(self, rule: CacheRule, window: int, prefix_tokens: Any, shared: frozenset[str] | None = None):
+        self.rule, self.prefix_tokens, self.shared = rule, prefix_tokens, shared
         self.recent: deque[tuple[str, tuple[tuple[str, str], ...]]] = deque(maxlen=max(1, window))
 
     def predict(self, req: Request) -> tuple[int, int]:
@@ -112,7 +112,7 @@ class PrefixCache:
                 best, text = n, partial
         self.recent.append((req.system, keys))
         if self.rule.kind == "breakpoint":
-            mark = req.shared_prefix
+            mark = unmarked_unless_shared(req, self.shared).shared_prefix  # as the engine sends it
             if mark <= 0:
                 return 0, 0
             tokens = self.prefix_tokens(req, mark, "")
@@ -205,7 +205,8 @@ def plan_requests(
         counted = bill_request(head, model, counting, count_text, sizes)
         return counted[2] + counted[3] + counted[5]
 
-    prefixes = PrefixCache(family.cache, len(stacks), prefix_tokens) if family and family.cache else None
+    shared = shared_prefixes(r for reqs in stacks.values() for r in reqs)
+    prefixes = PrefixCache(family.cache, len(stacks), prefix_tokens, shared) if family and family.cache else None
     breaches: list[Breach] = []
     for name, req in send_order(stacks, counting.clip_major):
         bill = bills[name]
