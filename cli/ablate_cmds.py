@@ -32,6 +32,7 @@ from .common import (
     defaults,
     fail,
     frame_budgets,
+    packs_of,
     user_errors,
     within_limits,
 )
@@ -75,6 +76,13 @@ def ablate(
     ] = "benchmark",
     fps: FpsOption = None,
     max_frames: MaxFramesOption = None,
+    pack: Annotated[
+        str,
+        typer.Option(
+            help="videoqa: off (a request a question), on (all of a video's questions in one request), "
+            "or off,on to measure what packing changes"
+        ),
+    ] = "off",
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
     task: Annotated[str, typer.Option(help="ecog, videoqa (with --questions) or egogap (with --bundles)")] = "ecog",
     bundles: Annotated[Path | None, typer.Option(help="EgoGap *.bundles.jsonl")] = None,
@@ -132,6 +140,7 @@ def ablate(
             word_ts_format=word_ts_format,
             layouts=tuple(x.strip() for x in layout.split(",") if x.strip()),
             budgets=frame_budgets(fps, max_frames),
+            packs=packs_of(pack),
             cluster=cluster,
             until=until,
             round_size=round_size,

@@ -240,6 +240,16 @@ FitLimitsOption = Annotated[
 ]
 
 
+def packs_of(text: str) -> tuple[bool, ...]:
+    """--pack off | on | off,on as the ablation's packing axis."""
+    said = {"off": False, "on": True}
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in values if v not in said]
+    if bad or not values:
+        fail(f"--pack: expected off, on or off,on; found {text!r}")
+    return tuple(dict.fromkeys(said[v] for v in values))
+
+
 def has_limits(model: str, providers: Path | None) -> bool:
     """Does the providers file know a limit of this model's family (OpenAI's, Claude's, Gemini's)?"""
     from avstack.runs.providers import family_of

@@ -196,6 +196,9 @@ def run_cmd(
     layout: Annotated[str, typer.Option(help=LAYOUT_HELP + " (ecog, videoqa)")] = "benchmark",
     fps: FpsOption = None,
     max_frames: MaxFramesOption = None,
+    pack: Annotated[
+        bool, typer.Option("--pack", help="videoqa: all of a video's questions in one request, each answer parsed back")
+    ] = False,
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP + " (ecog)")] = None,
     questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
     questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
@@ -225,7 +228,7 @@ def run_cmd(
             counting = counting_for(model, chosen.baselines, sent_with, image_rule, providers_file=providers)
 
             def replan(budgets: tuple[Any, ...]) -> dict[str, Any]:
-                stack = make_stack(variant, drop, ts_format, word_ts_format, layout, budgets[0])
+                stack = make_stack(variant, drop, ts_format, word_ts_format, layout, budgets[0], pack)
                 return plan_stacks(target, [stack], model, out, counting, max_output_tokens=max_tokens)
 
             bill, (budget,) = within_limits(replan((budget,)), (budget,), fit_limits, replan, out)
@@ -246,7 +249,7 @@ def run_cmd(
             prepared,
             TaskInputs(questions, questions_format, prompt, asr, coord_order, bundles, images, style),
             StackChoice(
-                variant, tuple(drop), ts_format, word_ts_format, options, shuffle_seed, max_side, layout, budget
+                variant, tuple(drop), ts_format, word_ts_format, options, shuffle_seed, max_side, layout, budget, pack
             ),
             progress,
         )

@@ -146,7 +146,7 @@ def _hourvideo(data, per_video=60, bad=False):
         mcqs = []
         for q in range(per_video):
             task = ["summarization/key_events", "perception/factual_recall", "reasoning/predictive"][q % 3]
-            mcq = {"qid": f"q{q:03d}", "task": task, "question": f"question {q}?", "mcq_test": "",
+            mcq = {"qid": f"q{q:03d}", "task": task, "question": f"question {q} about {v}?", "mcq_test": "",
                    "correct_answer_label": "ABCDE"[q % 5], "relevant_timestamps": "00:00:05 - 00:00:08"}  # fmt: skip
             mcq |= {f"answer_{i}": f"option {i} of {q}" for i in range(1, 6)}
             mcqs.append(mcq)
@@ -183,3 +183,54 @@ def test_hourvideo_per_task_and_weighted_accuracy_predictive_cut_and_image_optio
     # five options: 20% expected; 121 questions, seeded: within a 99.9% binomial interval
     half_width = 3.29 * math.sqrt(0.2 * 0.8 / 121) * 100
     assert abs(chance["overall"]["accuracy"] - 20.0) <= half_width, chance["overall"]
+
+
+def test_packing_asks_a_videos_questions_at_once_and_the_plan_shows_the_saving(root, tmp_path):
+    data, prepared, _ = root
+    questions = _hourvideo(data)
+    out = tmp_path / "abl"
+    args = ["ablate", str(prepared), "--task", "videoqa", "--questions", str(questions), "--model", "oracle"]
+    res = CliRunner().invoke(app, [*args, "--pack", "off,on", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    plan = json.loads((out / "plan.json").read_text())
+    one, packed = plan["stacks"]["full"], plan["stacks"]["full@packed"]
+    # per video: its 40 plain questions in one pack; the 20 predictive ones (each its own cut of
+    # the video) and the image-option one asked alone, the very requests the unpacked stack asks
+    # (paid once between them)
+    assert one["requests"] == 121 and packed["requests"] == 2 + 40 + 1
+    assert one["to_pay_requests"] + packed["to_pay_requests"] == 121 + 2
+    assert packed["image_tokens"] < one["image_tokens"] / 2 or plan["image_rule"] is None
+    assert packed["images"] < one["images"] / 2  # the frames sent once a video, not once a question
+    for stack in ("full", "full@packed"):
+        js = json.loads((out / stack / "score.json").read_text())
+        assert js["overall"]["accuracy"] == 100.0 and js["counts"]["items"] == 121, stack
+    packs = (out / "full@packed" / "packs" / "predictions.jsonl").read_text().splitlines()
+    assert len(packs) == 43
+    chance = tmp_path / "chance"
+    res = CliRunner().invoke(app, ["run", str(prepared), "--task", "videoqa", "--questions", str(questions),
+                                   "--model", "chance", "--pack", "--out", str(chance)])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    js = json.loads((chance / "score.json").read_text())
+    assert js["counts"]["unparsed"] == 0
+    assert abs(js["overall"]["accuracy"] - 20.0) <= 3.29 * math.sqrt(0.2 * 0.8 / 121) * 100
+
+
+def test_a_packed_answer_parsed_back_to_each_question_by_hand():
+    from avstack.tasks.videoqa.packing import parse_pack, unpacked
+
+    mcq = Item("v/q1", "v.mp4", "which?", "mcq", ("A. x", "B. y"), "B")
+    span = Item("v/q2", "v.mp4", "when?", "grounding", spans=((1.0, 2.0),))
+    nlq = Item("c/a/0", "v.mp4", "where?", "grounding", spans=((1.0, 2.0),), protocol="nlq")
+    missing = Item("v/q4", "v.mp4", "what?", "open", answer="cup")
+    text = 'Sure: {"answers": {"1": "B", "2": [1.0, 2.5], "3": [[4, 5], [1, 2]]}}'
+    pred, err = parse_pack(text, [mcq, span, nlq, missing])
+    assert err is None
+    answers = pred["answers"]
+    assert answers["v/q1"]["prediction"] == {"answer": "B"}
+    assert answers["v/q2"]["prediction"] == {"span": [1.0, 2.5]}
+    assert answers["c/a/0"]["prediction"]["spans"] == [[4.0, 5.0], [1.0, 2.0]]
+    lines = unpacked({"pack": "pack:v#4", "raw": text, "prediction": pred, "usage": {"input_tokens": 9}},
+                     [mcq, span, nlq, missing])  # fmt: skip
+    assert [line["usage"] for line in lines] == [{"input_tokens": 9}, {}, {}, {}]  # the pack's cost once
+    assert "question 4 of the pack has no answer" in lines[3]["parse_error"]
+    assert parse_pack("no json here", [mcq])[1] is not None

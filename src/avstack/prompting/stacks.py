@@ -68,6 +68,7 @@ class Stack:
     word_ts_format: str = "json"
     layout: str = "benchmark"
     budget: FrameBudget = FrameBudget()  # the frames it picks from the prepared ones (prompting.budget)
+    packed: bool = False  # all of a video's questions in one request (videoqa), each answer parsed back
 
     @property
     def name(self) -> str:
@@ -75,7 +76,8 @@ class Stack:
         name += f"@{self.ts_format}" if self.ts_format != "ms" else ""
         name += f"@words-{self.word_ts_format}" if self.word_ts_format != "json" else ""
         name += f"@{self.layout}" if self.layout != "benchmark" else ""
-        return name + (f"@{self.budget.label}" if self.has("frames") and not self.budget.unbounded else "")
+        name += f"@{self.budget.label}" if self.has("frames") and not self.budget.unbounded else ""
+        return name + ("@packed" if self.packed else "")
 
     def has(self, anchor: str) -> bool:
         return anchor in self.anchors
@@ -97,6 +99,7 @@ class Stack:
             "layout": self.layout,
             "fps": self.budget.fps,
             "max_frames": self.budget.max_frames,
+            "packed": self.packed,
         }
 
 
@@ -107,6 +110,7 @@ def make_stack(
     word_ts_format: str = "json",
     layout: str = "benchmark",
     budget: FrameBudget = FrameBudget(),
+    packed: bool = False,
 ) -> Stack:
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; found {variant!r}")
@@ -124,7 +128,7 @@ def make_stack(
     ts, words = check_ts_format(ts_format), check_word_format(word_ts_format)
     # a budget picks frames: a stack without them (text, video) has none to pick, and keeps its name
     kept = budget if "frames" in anchors else FrameBudget()
-    return Stack(variant, frozenset(anchors), drop, ts, words, layout, kept)
+    return Stack(variant, frozenset(anchors), drop, ts, words, layout, kept, packed)
 
 
 def parse_stack_name(name: str) -> Stack:
@@ -134,8 +138,9 @@ def parse_stack_name(name: str) -> Stack:
     words = next((f.removeprefix("words-") for f in formats if f.startswith("words-")), "json")
     layout = next((f for f in formats if f in LAYOUTS), "benchmark")
     budget = next((b for f in formats if (b := FrameBudget.parse(f)) is not None), FrameBudget())
-    told = [f for f in formats if not f.startswith("words-") and f not in LAYOUTS and FrameBudget.parse(f) is None]
-    return make_stack(variant, rest, next(iter(told), "ms"), words, layout, budget)
+    told = [f for f in formats if not f.startswith("words-") and f not in (*LAYOUTS, "packed")
+            and FrameBudget.parse(f) is None]  # fmt: skip
+    return make_stack(variant, rest, next(iter(told), "ms"), words, layout, budget, "packed" in formats)
 
 
 @dataclass(frozen=True)

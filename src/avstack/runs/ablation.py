@@ -52,6 +52,8 @@ class AblationSpec:
     # the frames each stack picks from the prepared ones (prompting.budget); several: the baseline's
     # stacks under each, an axis with its own paired delta (the first budget's baseline is the report's)
     budgets: tuple[FrameBudget, ...] = (FrameBudget(),)
+    # several questions of a video in one request (videoqa): (False, True) is an axis with its own delta
+    packs: tuple[bool, ...] = (False,)
     cluster: str | None = None  # bootstrap whole clusters in the paired deltas
     until: str = "all"  # all: every item; decided: rounds until every contrast is decided
     round_size: int | None = None
@@ -83,6 +85,7 @@ class AblationSpec:
             "until": self.until != "all",
             "layout": self.layouts != ("benchmark",),
             "frame_budget": self.budgets != (FrameBudget(),),
+            "pack": self.packs != (False,),
         }
         return [name for name, on in wanted.items() if on]
 
@@ -158,15 +161,17 @@ def ablation_stacks(spec: AblationSpec) -> list[Stack]:
     layouts, the baseline's stacks in each (the first format's and layout's baseline is the report's)."""
     base, words = spec.baseline, spec.word_ts_format
     # the baseline's: every format, layout and frame budget
-    axes = [(f, lay, b) for b in spec.budgets for lay in spec.layouts for f in spec.ts_formats]
-    stacks = [make_stack(base, [], f, words, lay, b) for f, lay, b in axes]
-    stacks += [make_stack(base, [d], f, words, lay, b) for d in spec.drops if has_cue(base, d) for f, lay, b in axes]
-    first, lay, budget = spec.ts_formats[0], spec.layouts[0], spec.budgets[0]
+    axes = [(f, lay, b, p) for p in spec.packs for b in spec.budgets for lay in spec.layouts for f in spec.ts_formats]
+    stacks = [make_stack(base, [], f, words, lay, b, p) for f, lay, b, p in axes]
+    stacks += [
+        make_stack(base, [d], f, words, lay, b, p) for d in spec.drops if has_cue(base, d) for f, lay, b, p in axes
+    ]
+    first, lay, budget, pack = spec.ts_formats[0], spec.layouts[0], spec.budgets[0], spec.packs[0]
     for v in spec.variants:
         if v == base:
             continue
-        stacks.append(make_stack(v, [], first, words, lay, budget))
-        stacks += [make_stack(v, [d], first, words, lay, budget) for d in spec.drops if has_cue(v, d)]
+        stacks.append(make_stack(v, [], first, words, lay, budget, pack))
+        stacks += [make_stack(v, [d], first, words, lay, budget, pack) for d in spec.drops if has_cue(v, d)]
     return list(dict.fromkeys(stacks))
 
 

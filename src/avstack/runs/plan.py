@@ -344,6 +344,8 @@ def usage_section(plan: dict[str, Any], predictions: Mapping[str, Path]) -> str:
         bill = plan["stacks"].get(name)
         if bill is None or not Path(path).exists():
             continue
+        packs = Path(path).parent / "packs" / "predictions.jsonl"  # a packed run: its requests are the packs
+        path = packs if packs.is_file() else path
         sent = [r for r in read_jsonl_objects(path, "prediction") if not r.get("cached") and r.get("raw") is not None]
         used = [usage_tokens(r.get("usage")) for r in sent]
         cached = sum(cached_tokens(r.get("usage")) for r in sent)

@@ -93,6 +93,7 @@ class StackChoice:
     max_side: int = 512  # EgoGap: the downscale variant's longest side
     layout: str = "benchmark"  # EcoG, videoqa: where what a clip's stacks share goes
     budget: Any = None  # EcoG, videoqa: a prompting.budget.FrameBudget (--fps, --max-frames); None: every frame
+    packed: bool = False  # videoqa: all of a video's questions in one request (--pack)
 
     def given(self) -> list[str]:
         """The fields set away from their defaults, by their flag names (the variant apart)."""
@@ -105,17 +106,19 @@ class StackChoice:
             "max_side": self.max_side != 512,
             "layout": self.layout != "benchmark",
             "frame_budget": self.budget is not None and not self.budget.unbounded,
+            "pack": self.packed,
         }
         return [name for name, on in wanted.items() if on]
 
-    def anchors(self, task: str) -> Any:
-        """The input stack of anchors this choice names (EcoG, videoqa)."""
+    def anchors(self, task: str, more: tuple[str, ...] = ()) -> Any:
+        """The input stack of anchors this choice names (EcoG, videoqa; `more`: the task's own flags)."""
         from avstack.prompting.budget import FrameBudget
         from avstack.prompting.stacks import make_stack
 
-        refuse_flags(task, self.given(), ("drop", "ts_format", "word_ts_format", "layout", "frame_budget"))
+        refuse_flags(task, self.given(), ("drop", "ts_format", "word_ts_format", "layout", "frame_budget", *more))
         budget = self.budget or FrameBudget()
-        return make_stack(self.variant, self.drop, self.ts_format, self.word_ts_format, self.layout, budget)
+        s = (self.variant, self.drop, self.ts_format, self.word_ts_format, self.layout)
+        return make_stack(*s, budget, self.packed)
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,18 @@ class Oracle(BackendBase):
     def answer(self, request: Request | None, truth: dict[str, Any] | None = None) -> Answer:
         if not truth or "kind" not in truth:
             raise ValueError("oracle needs the item's truth (videoqa runs pass it)")
+        if truth["kind"] == "packed":  # several questions: each answer under its number
+            return Answer(json.dumps({"answers": {n: _packed_truth(t) for n, t in truth["items"].items()}}))
         if truth["kind"] == "grounding" and truth["spans"]:
             start, end = truth["spans"][0]
             return Answer(json.dumps({"start": start, "end": end}))
         return Answer(json.dumps({"answer": truth["answer"]}, ensure_ascii=False))
+
+
+def _packed_truth(truth: dict[str, Any]) -> Any:
+    if truth["kind"] == "grounding":
+        return [list(truth["spans"][0])] if truth["spans"] else []
+    return truth["answer"]
 
 
 class Chance(BackendBase):
@@ -33,12 +41,23 @@ class Chance(BackendBase):
         if kind is None:
             raise ValueError("this baseline answers videoqa requests (built by avstack.tasks.videoqa.prompt)")
         rng = seeded_rng(request, f"{self.seed}:{request.meta.get('item_id')}")  # per question, not per clip
+        if kind == "packed":
+            return Answer(json.dumps({"answers": {str(q["n"]): self._guess(q["kind"], q["letters"], shown, rng)
+                                                  for q in shown["questions"]}}))  # fmt: skip
         if kind == "mcq":
             return Answer(json.dumps({"answer": rng.choice(shown["letters"])}))
         if kind == "grounding":
             a, b = sorted(rng.uniform(0, max(shown.get("duration_s") or 1.0, 0.1)) for _ in range(2))
             return Answer(json.dumps({"start": round(a, 2), "end": round(b, 2)}))
         return Answer(json.dumps({"answer": "unknown"}))
+
+    @staticmethod
+    def _guess(kind: str, letters: list[str], shown: dict[str, Any], rng: Any) -> Any:
+        if kind == "mcq":
+            return rng.choice(letters)
+        if kind == "grounding":
+            return sorted(round(rng.uniform(0, max(shown.get("duration_s") or 1.0, 0.1)), 2) for _ in range(2))
+        return "unknown"
 
 
 BASELINES: dict[str, Any] = {

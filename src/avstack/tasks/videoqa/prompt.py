@@ -68,6 +68,41 @@ def seen_until(record: ClipRecord, item: Item, stack: Stack) -> ClipRecord:
     return replace(record, frames=frames, asr=asr or record.asr, duration_ms=length)
 
 
+def _media(
+    record: ClipRecord, item: Item, stack: Stack, prepared_dir: str, data_root: str | None
+) -> tuple[dict[str, Any], list[dict[str, Any]], bool, str]:
+    """The template variables of what a request shows of its video (frames, words, subtitles,
+    sound), the frame views, and whether and how the words are shown."""
+    frames = frame_views(record, stack, prepared_dir)
+    asr_shown, asr_block = _asr(record, stack)
+    subs_shown, subs_block = _subtitles(item, stack, data_root)
+    variables: dict[str, Any] = {
+        "frames": frames,
+        "visual": "video" if stack.has("video") else "frames" if stack.has("frames") else "text",
+        "asr_shown": asr_shown,
+        "asr_block": clean(asr_block),
+        "word_times": stack.has("word_ts"),
+        "speech_sound": stack.has("audio"),
+        "subtitles_shown": subs_shown,
+        "subtitles_block": clean(subs_block),
+        "duration_s": (record.duration_ms or 0) / 1000,
+        "stack": stack.name,
+        "anchors": sorted(stack.anchors),
+        "ts_format": stack.ts_format,
+        "part": PART,
+    }
+    return variables, frames, asr_shown, asr_block
+
+
+def _shown(variables: dict[str, Any], frames: list[dict[str, Any]], stack: Stack, asr: tuple[bool, str]) -> dict:
+    """What the request shows, as the offline baselines read it."""
+    return {
+        "duration_s": variables["duration_s"],
+        "frame_ts": frame_times_told(frames, stack),
+        "words": parse_words(stack.word_ts_format, asr[1]) if asr[0] and stack.has("word_ts") else [],
+    }
+
+
 def build_request(
     record: ClipRecord,
     item: Item,
@@ -79,27 +114,12 @@ def build_request(
     """The request for one question about one prepared clip under one stack."""
     record = budgeted(seen_until(record, item, stack), stack.budget)  # the frames it may see, then its budget
     prompts = prompt_set(str(prompt_dir) if prompt_dir else None)
-    frames = frame_views(record, stack, prepared_dir)
-    asr_shown, asr_block = _asr(record, stack)
-    subs_shown, subs_block = _subtitles(item, stack, data_root)
-    variables: dict[str, Any] = {
+    variables, frames, asr_shown, asr_block = _media(record, item, stack, prepared_dir, data_root)
+    variables |= {
         "kind": item.kind,
         "question": clean(item.question),
         "options": [clean(o) for o in item.options],
-        "frames": frames,
-        "visual": "video" if stack.has("video") else "frames" if stack.has("frames") else "text",
-        "asr_shown": asr_shown,
-        "asr_block": clean(asr_block),
-        "word_times": stack.has("word_ts"),
-        "speech_sound": stack.has("audio"),
-        "subtitles_shown": subs_shown,
-        "subtitles_block": clean(subs_block),
-        "duration_s": (record.duration_ms or 0) / 1000,
         "ranked": item.protocol == "nlq",  # Ego4D NLQ scores the top 5 windows
-        "stack": stack.name,
-        "anchors": sorted(stack.anchors),
-        "ts_format": stack.ts_format,
-        "part": PART,
     }
     rendered = prompts.render(item.kind, "user.j2", variables)
     parts, _ = request_parts(rendered, record, stack, frames, prepared_dir, data_root)
@@ -108,12 +128,6 @@ def build_request(
         parts.append(Text("The options' pictures:"))
         for letter, path in zip(item.letters, item.option_images):
             parts += [Text(f"{letter}:"), Image(path)]
-    shown = {
-        "letters": item.letters,
-        "duration_s": variables["duration_s"],
-        "frame_ts": frame_times_told(frames, stack),
-        "words": parse_words(stack.word_ts_format, asr_block) if asr_shown and stack.has("word_ts") else [],
-    }
     meta = {
         "item_id": item.id,
         "clip_id": record.clip_id,
@@ -121,7 +135,46 @@ def build_request(
         "kind": item.kind,
         "prompt_version": PROMPT_VERSION,
         "prompt_sha256": prompts.sha256,
-        "shown": shown,
+        "shown": {"letters": item.letters, **_shown(variables, frames, stack, (asr_shown, asr_block))},
     }
     system = prompts.render(item.kind, "system.j2", variables)
     return Request(system, tuple(parts), prepared_dir, meta, shared)
+
+
+def build_packed_request(
+    record: ClipRecord,
+    items: list[Item],
+    stack: Stack,
+    prepared_dir: str,
+    data_root: str | None,
+    pack: str,
+    prompt_dir: Path | None = None,
+) -> Request:
+    """One request for several questions about one prepared clip (`prompts/packed/`): the video
+    shown once, then each question numbered with its options and the form of its answer."""
+    record = budgeted(record, stack.budget)
+    prompts = prompt_set(str(prompt_dir) if prompt_dir else None)
+    variables, frames, asr_shown, asr_block = _media(record, items[0], stack, prepared_dir, data_root)
+    questions = [
+        {"n": n, "kind": it.kind, "question": clean(it.question), "options": [clean(o) for o in it.options],
+         "ranked": it.protocol == "nlq"}
+        for n, it in enumerate(items, 1)
+    ]  # fmt: skip
+    variables |= {"kind": "packed", "questions": questions}
+    rendered = prompts.render("packed", "user.j2", variables)
+    parts, _ = request_parts(rendered, record, stack, frames, prepared_dir, data_root)
+    shown = _shown(variables, frames, stack, (asr_shown, asr_block))
+    meta = {
+        "item_id": pack,
+        "clip_id": record.clip_id,
+        "stack": stack.name,
+        "kind": "packed",
+        "prompt_version": PROMPT_VERSION,
+        "prompt_sha256": prompts.sha256,
+        "shown": shown
+        | {
+            "questions": [{"n": q["n"], "kind": q["kind"], "letters": it.letters} for q, it in zip(questions, items)]
+        },  # fmt: skip
+    }
+    system = prompts.render("packed", "system.j2", variables)
+    return Request(system, tuple(parts), prepared_dir, meta, shared_prefix(stack, parts))

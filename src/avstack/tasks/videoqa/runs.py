@@ -13,8 +13,9 @@ from avstack.runs.engine import Asking, RunSettings, WorkItem, run_items
 from avstack.runs.runners import Backend
 from avstack.tasks.videoqa.data import Item, load_questions
 from avstack.tasks.videoqa.longform import submissions
+from avstack.tasks.videoqa.packing import pack_groups, pack_id, pack_truth, parse_pack, unpacked
 from avstack.tasks.videoqa.parse import parse_answer
-from avstack.tasks.videoqa.prompt import PROMPT_VERSION, build_request, prompt_set
+from avstack.tasks.videoqa.prompt import PROMPT_VERSION, build_packed_request, build_request, prompt_set
 from avstack.tasks.videoqa.score import score
 
 
@@ -67,6 +68,32 @@ def work_items(
     return out
 
 
+def packed_work_items(
+    pairs: list[tuple[Item, ClipRecord | None]], stack: Stack, prepared: Prepared, prompt_dir: Path | None
+) -> tuple[list[WorkItem], dict[str, list[Item]]]:
+    """One work item per pack (packing.pack_groups), and each pack's questions by its id; a pack of
+    one is asked as a single question would be (its own template), under the pack's id."""
+    root, folder = prepared.data_root, str(prepared.path.resolve())
+    work, members = [], {}
+    for group in pack_groups(pairs):
+        items = [it for it, _ in group]
+        pid = pack_id(items)
+        members[pid] = items
+        if len(group) == 1:
+            (single,) = work_items(group, stack, prepared, prompt_dir)
+            work.append(WorkItem(pid, single.request, pack_truth(items), {"pack": pid}, single.error))
+            continue
+        rec = group[0][1]
+        assert rec is not None  # pack_groups packs only prepared videos
+        try:
+            req = build_packed_request(rec, items, stack, folder, root, pid, prompt_dir)
+        except (DataError, ValueError) as exc:
+            work.append(WorkItem(pid, None, pack_truth(items), {"pack": pid}, error=f"input: {exc}"))
+            continue
+        work.append(WorkItem(pid, req, pack_truth(items), {"pack": pid}))
+    return work, members
+
+
 def run(
     prepared: str | Path | Prepared,
     questions: str | Path,
@@ -103,12 +130,48 @@ def run(
         },
     }
 
+    asking = Asking(backend, backend_id, cache_dir, settings, progress)
+    if stack.packed:
+        return run_packed(pairs, stack, prepared, prompt_dir, Path(out), meta, asking), errors
+
     def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
         return parse_answer(text, by_id[item.id])
 
     work = work_items(pairs, stack, prepared, prompt_dir)
-    path = run_items(work, out, parse, meta, Asking(backend, backend_id, cache_dir, settings, progress), "id")
-    return path, errors
+    return run_items(work, out, parse, meta, asking, "id"), errors
+
+
+def run_packed(
+    pairs: list[tuple[Item, ClipRecord | None]],
+    stack: Stack,
+    prepared: Prepared,
+    prompt_dir: Path | None,
+    out: Path,
+    meta: dict[str, Any],
+    asking: Asking,
+) -> Path:
+    """Ask the packs into out/packs/ (resumable), then write each question's line from its pack's
+    into out/predictions.jsonl, and the run's run.json beside it."""
+    from avstack.io import write_jsonl_atomic
+
+    work, members = packed_work_items(pairs, stack, prepared, prompt_dir)
+
+    def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
+        items = members[item.id]
+        return parse_pack(text, items) if len(items) > 1 else _single(text, items[0])
+
+    packs = run_items(work, out / "packs", parse, meta | {"packed": True}, asking, "pack")
+    lines = [line for pack in read_predictions(packs) if str(pack.get("pack")) in members
+             for line in unpacked(pack, members[str(pack["pack"])])]  # fmt: skip
+    write_json_atomic(out / "run.json", read_json_file(out / "packs" / "run.json", dict))
+    write_jsonl_atomic(out / "predictions.jsonl", lines)
+    return out / "predictions.jsonl"
+
+
+def _single(text: str, item: Item) -> tuple[dict[str, Any], str | None]:
+    """A pack of one, parsed as its question and kept in the pack's shape."""
+    pred, err = parse_answer(text, item)
+    return {"answers": {item.id: {"prediction": pred, "parse_error": err}}}, None
 
 
 def score_run(run_dir: str | Path, only: set[str] | None = None) -> dict[str, Any]:

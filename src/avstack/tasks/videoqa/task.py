@@ -27,7 +27,7 @@ from avstack.tasks import (
 from avstack.tasks.videoqa.baselines import BASELINES
 from avstack.tasks.videoqa.data import Item, load_questions
 from avstack.tasks.videoqa.report import score_rows, write_report
-from avstack.tasks.videoqa.runs import joined, run, score_run, work_items, write_requests
+from avstack.tasks.videoqa.runs import joined, packed_work_items, run, score_run, work_items, write_requests
 from avstack.tasks.videoqa.score import score
 
 NEEDS = (
@@ -38,7 +38,7 @@ NEEDS = (
 
 def run_job(job: RunJob) -> Outcome:
     prepared, questions = needs_prepared("videoqa", job.prepared), questions_of(job.inputs)
-    stack = job.stack.anchors("videoqa")
+    stack = job.stack.anchors("videoqa", ("pack",))
     backend = make_backend(job.model, BASELINES, **job.backend_options)
     fmt, prompt = job.inputs.questions_format, job.inputs.prompt
     _, errors = run(
@@ -65,7 +65,7 @@ class QaAblation:
     name: str = "videoqa"
     metrics: tuple[str, ...] = ("correct",)
     unit: str = "questions"
-    honours: frozenset[str] = ANCHOR_OPTIONS
+    honours: frozenset[str] = ANCHOR_OPTIONS | {"pack"}
 
     @cached_property
     def pairs(self) -> tuple[list[tuple[Item, ClipRecord | None]], list[str]]:
@@ -78,7 +78,10 @@ class QaAblation:
         return [it.id for it, rec in self.pairs[0] if rec and rec.ok]
 
     def requests(self, stack: Stack) -> list[Request]:
-        work = work_items(self.pairs[0], stack, self.prepared, self.prompt_dir)
+        if stack.packed:
+            work = packed_work_items(self.pairs[0], stack, self.prepared, self.prompt_dir)[0]
+        else:
+            work = work_items(self.pairs[0], stack, self.prepared, self.prompt_dir)
         return [w.request for w in work if w.request is not None]
 
     def run(self, stack: Stack, run_dir: Path, asking: Asking, only: set[str] | None) -> None:
