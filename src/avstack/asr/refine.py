@@ -11,11 +11,22 @@ QUIET_SPEECH_DB = -70.0  # under this nothing is heard (dither, digital silence)
 OVER_NOISE_DB = 6.0  # a quieter clip has speech when its loudest window stands this far over its noise
 
 
+CHUNK_WINDOWS = 65_536  # windows squared at a time: an hour's float64 squares would take 0.9 GB at once
+
+
+def mean_squares(samples: np.ndarray, win: int) -> np.ndarray:
+    """Each whole `win`-sample window's mean square (float64), computed a block of windows at a
+    time: the same numbers as squaring the whole clip at once, without its float64 copies."""
+    frames = samples[: len(samples) // win * win].reshape(-1, win)
+    out = np.empty(len(frames), dtype=np.float64)
+    for a in range(0, len(frames), CHUNK_WINDOWS):
+        out[a : a + CHUNK_WINDOWS] = (frames[a : a + CHUNK_WINDOWS].astype(np.float64) ** 2).mean(axis=1)
+    return out
+
+
 def window_levels(samples: np.ndarray) -> tuple[float, float]:
     """(the loudest 30 ms window, the clip's noise: its 10th-percentile window) in dB."""
-    win = int(0.03 * RATE)
-    frames = samples[: len(samples) // win * win].reshape(-1, win)
-    db = 20 * np.log10(np.sqrt((frames.astype(np.float64) ** 2).mean(axis=1) + 1e-12))
+    db = 20 * np.log10(np.sqrt(mean_squares(samples, int(0.03 * RATE)) + 1e-12))
     return float(db.max()), float(np.percentile(db, 10))
 
 
@@ -49,8 +60,7 @@ def voiced_regions(
     hop = RATE * hop_ms // 1000
     if samples.size < hop * 5:
         return []
-    frames = samples[: len(samples) // hop * hop].reshape(-1, hop).astype(np.float64)
-    db = 10 * np.log10((frames**2).mean(axis=1) + 1e-12)
+    db = 10 * np.log10(mean_squares(samples, hop) + 1e-12)
     floor, peak = np.percentile(db, 10), np.percentile(db, 99)
     if peak - floor < 15:
         return []  # no clear speech above the floor: nothing to snap to
@@ -301,9 +311,7 @@ def _into_room(run: list[Word], lo: int, hi: int) -> list[Word]:
 
 def energy_db(samples: np.ndarray, hop_ms: int = 10) -> np.ndarray:
     """Frame energy in dB, one value per `hop_ms` frame."""
-    hop = RATE * hop_ms // 1000
-    frames = samples[: len(samples) // hop * hop].reshape(-1, hop).astype(np.float64)
-    return 10 * np.log10((frames**2).mean(axis=1) + 1e-12)
+    return 10 * np.log10(mean_squares(samples, RATE * hop_ms // 1000) + 1e-12)
 
 
 JUNCTION_REACH_MS = 30  # how far past the aligner's edges a syllable junction is looked for

@@ -133,18 +133,20 @@ def scan_packets(container: av.container.InputContainer, audio: Any = None) -> P
     and the span of `audio`'s packets, in one demux pass."""
     stream = container.streams.video[0]
     decode_order, missing, discarded, damaged = [], 0, 0, 0
-    a_first: Fraction | None = None
-    a_end: Fraction | None = None
+    # the audio's span in its own time base's ticks, made exact seconds once at the end: an hour
+    # holds some 56,000 AAC packets, and Fraction arithmetic on each cost a third of a second
+    a_first: int | None = None
+    a_end: int | None = None
+    a_tb = audio.time_base if audio is not None else None
     for p in container.demux(*([stream, audio] if audio is not None else [stream])):
         if p.size <= 0 or p.is_discard:
             discarded += p.is_discard and p.stream.type == "video"
             continue
         if p.stream.type == "audio":
-            if p.pts is not None and p.stream.time_base is not None:
-                t0 = Fraction(p.pts) * p.stream.time_base
-                t1 = t0 + Fraction(p.duration or 0) * p.stream.time_base
-                a_first = t0 if a_first is None else min(a_first, t0)
-                a_end = t1 if a_end is None else max(a_end, t1)
+            if p.pts is not None and a_tb is not None:
+                end = p.pts + (p.duration or 0)
+                a_first = p.pts if a_first is None or p.pts < a_first else a_first
+                a_end = end if a_end is None or end > a_end else a_end
             continue
         damaged += p.is_corrupt
         if p.pts is None:
@@ -153,12 +155,15 @@ def scan_packets(container: av.container.InputContainer, audio: Any = None) -> P
             decode_order.append((p.pts, bool(p.is_keyframe)))
     in_decode = [pts for pts, _ in decode_order]
     ordered = sorted(in_decode)
+    span = None
+    if a_first is not None and a_end is not None and a_tb is not None:
+        span = (Fraction(a_first) * a_tb, Fraction(a_end) * a_tb)
     return PacketScan(
         pts=ordered,
         decode_order=decode_order,
         reordered=in_decode != ordered,
         complete=missing == 0 and len(set(ordered)) == len(ordered),
-        audio_span=(a_first, a_end) if a_first is not None and a_end is not None else None,
+        audio_span=span,
         discarded=discarded,
         damaged=damaged,
     )
