@@ -200,10 +200,10 @@ def test_a_seek_that_lands_early_is_walked_forward_and_one_past_the_span_refused
 
     clip, _ = _clip(tmp_path, "c.mp4", duration_s=4, gop=24)
     seq = media.sample_frames(clip, fps=3, decode="sequential")
-    monkeypatch.setattr(spans, "_seek_to", lambda container, stream, pts: container.seek(0))
+    monkeypatch.setattr(spans, "_seek_to", lambda container, stream, pts, reused: container.seek(0))
     with media.FrameReader(clip, media.Sampling(fps=3)) as reader:
         assert [f.pts_ms for f in reader.map_frames(lambda f: f, 2)] == [f.pts_ms for f in seq.frames]
-    far = lambda container, stream, pts: container.seek(10**9, stream=stream, backward=True)  # noqa: E731
+    far = lambda container, stream, pts, reused: container.seek(10**9, stream=stream, backward=True)  # noqa: E731
     monkeypatch.setattr(spans, "_seek_to", far)
     with media.FrameReader(clip, media.Sampling(fps=3)) as reader, pytest.raises(media.SelectiveDecodeError):
         reader.map_frames(lambda f: f, 2)

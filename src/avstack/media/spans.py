@@ -11,6 +11,7 @@ last needed packet, so GOP tails and GOPs with no needed frame are never decoded
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -72,9 +73,38 @@ def plan_spans(order: list[tuple[int, bool]], needed: Any, hevc: bool = False) -
     return [Span(a, last + 1) for a, last in _units(order, needed, hevc) if last >= 0]
 
 
-def _seek_to(container: av.container.InputContainer, stream: Any, key_pts: int) -> None:
-    if key_pts != 0:
+def _seek_to(container: av.container.InputContainer, stream: Any, key_pts: int, reused: bool) -> None:
+    # a reused container is sought even to the start: PyAV's seek flushes the decoder, which the
+    # span before it left drained
+    if key_pts != 0 or reused:
         container.seek(key_pts, stream=stream, backward=True, any_frame=False)
+
+
+class _Decoders:
+    """One open container per thread, reused span after span: opening an hour-long MP4 (its
+    sample tables) cost 8 ms, which over an hour's 728 spans was six seconds of a 14 s decode."""
+
+    def __init__(self, path: str):
+        self.path, self.local = path, threading.local()
+        self.opened: list[Any] = []
+        self.lock = threading.Lock()
+
+    def get(self) -> tuple[av.container.InputContainer, bool]:
+        """This thread's container, and whether a span used it before."""
+        container = getattr(self.local, "container", None)
+        if container is not None:
+            return container, True
+        cm = open_video(self.path)
+        container = cm.__enter__()
+        configure_threads(container.streams.video[0], "NONE")  # one span, one core: the spans are the threads
+        with self.lock:
+            self.opened.append(cm)
+        self.local.container = container
+        return container, False
+
+    def close(self) -> None:
+        for cm in self.opened:
+            cm.__exit__(None, None, None)
 
 
 def decode_span(
@@ -85,56 +115,79 @@ def decode_span(
     origin: Fraction,
     make_frame: Callable[[int, Fraction, av.VideoFrame], Frame],
     consume: Callable[[Frame], R],
+    decoders: _Decoders | None = None,
+    where: dict[int, int] | None = None,
 ) -> tuple[list[tuple[int, R]], int]:
     """consume() of each needed frame in the span, and how many frames the decoder made. Packets
     must come back exactly as the plan's scan saw them, else SelectiveDecodeError (the caller
-    falls back to one sequential pass)."""
-    with open_video(path) as container:
-        stream = container.streams.video[0]
-        configure_threads(stream, "NONE")  # one span, one core: the spans are the threads
-        tb = stream.time_base or Fraction(1, 90_000)
-        ctx = stream.codec_context
-        _seek_to(container, stream, order[span.start][0] if span.start else 0)
-        out: list[tuple[int, R]] = []
-        decoded, i = 0, span.start
-        where = {pts: k for k, (pts, _) in enumerate(order)}
+    falls back to one sequential pass). `decoders`: the threads' containers (else one opened
+    here); `where`: each packet's place in decode order (else built here)."""
+    own = decoders is None
+    decoders = decoders or _Decoders(path)
+    where = {pts: k for k, (pts, _) in enumerate(order)} if where is None else where
+    try:
+        container, reused = decoders.get()
+        return _decode_span(container, reused, path, span, order, plan, origin, make_frame, consume, where)
+    finally:
+        if own:
+            decoders.close()
 
-        def take(frames: list[av.VideoFrame]) -> None:
-            nonlocal decoded
-            for frame in frames:
-                decoded += 1
-                index = None if frame.pts is None else plan.needed.get(frame.pts)
-                if index is not None and frame.pts is not None:
-                    out.append((index, consume(make_frame(index, Fraction(frame.pts) * tb - origin, frame))))
 
-        for packet in container.demux(stream):
-            if packet.size <= 0:
-                continue
-            if i == span.start and packet.pts != order[i][0]:
-                if where.get(packet.pts, -1) > i:  # type: ignore[arg-type]
-                    raise SelectiveDecodeError(f"{path}: a seek to packet {i} went past it")
-                continue  # before the span's keyframe (a seek may land on an earlier one)
-            if packet.pts != order[i][0]:
-                raise SelectiveDecodeError(
-                    f"{path}: packet {i} in decode order has pts {packet.pts}, the scan saw {order[i][0]}"
-                )
-            if packet.pts in plan.needed:
-                ctx.skip_frame = "DEFAULT"
-            elif packet.pts in plan.drop or (span.start and packet.pts < order[span.start][0]):
-                ctx.skip_frame = "ALL"  # never needed, or shown before the span's keyframe (see _independent)
-            else:
-                ctx.skip_frame = "NONREF"
-            try:
-                take(ctx.decode(packet))
-            except av.FFmpegError as exc:
-                raise SelectiveDecodeError(f"{path}: damaged packet at pts {packet.pts} ({exc})") from exc
-            i += 1
-            if i == span.stop:
-                break
-        if i != span.stop:
-            raise SelectiveDecodeError(f"{path}: span {span.start}-{span.stop} ended at packet {i}")
-        take(ctx.decode(None))  # the pictures still held for reordering
-        return out, decoded
+def _decode_span(
+    container: av.container.InputContainer,
+    reused: bool,
+    path: str,
+    span: Span,
+    order: list[tuple[int, bool]],
+    plan: Plan,
+    origin: Fraction,
+    make_frame: Callable[[int, Fraction, av.VideoFrame], Frame],
+    consume: Callable[[Frame], R],
+    where: dict[int, int],
+) -> tuple[list[tuple[int, R]], int]:
+    stream = container.streams.video[0]
+    tb = stream.time_base or Fraction(1, 90_000)
+    ctx = stream.codec_context
+    _seek_to(container, stream, order[span.start][0] if span.start else 0, reused)
+    out: list[tuple[int, R]] = []
+    decoded, i = 0, span.start
+
+    def take(frames: list[av.VideoFrame]) -> None:
+        nonlocal decoded
+        for frame in frames:
+            decoded += 1
+            index = None if frame.pts is None else plan.needed.get(frame.pts)
+            if index is not None and frame.pts is not None:
+                out.append((index, consume(make_frame(index, Fraction(frame.pts) * tb - origin, frame))))
+
+    for packet in container.demux(stream):
+        if packet.size <= 0:
+            continue
+        if i == span.start and packet.pts != order[i][0]:
+            if where.get(packet.pts, -1) > i:  # type: ignore[arg-type]
+                raise SelectiveDecodeError(f"{path}: a seek to packet {i} went past it")
+            continue  # before the span's keyframe (a seek may land on an earlier one)
+        if packet.pts != order[i][0]:
+            raise SelectiveDecodeError(
+                f"{path}: packet {i} in decode order has pts {packet.pts}, the scan saw {order[i][0]}"
+            )
+        if packet.pts in plan.needed:
+            ctx.skip_frame = "DEFAULT"
+        elif packet.pts in plan.drop or (span.start and packet.pts < order[span.start][0]):
+            ctx.skip_frame = "ALL"  # never needed, or shown before the span's keyframe (see _independent)
+        else:
+            ctx.skip_frame = "NONREF"
+        try:
+            take(ctx.decode(packet))
+        except av.FFmpegError as exc:
+            raise SelectiveDecodeError(f"{path}: damaged packet at pts {packet.pts} ({exc})") from exc
+        i += 1
+        if i == span.stop:
+            break
+    if i != span.stop:
+        raise SelectiveDecodeError(f"{path}: span {span.start}-{span.stop} ended at packet {i}")
+    take(ctx.decode(None))  # the pictures still held for reordering
+    return out, decoded
 
 
 def decode_spans(
@@ -148,12 +201,17 @@ def decode_spans(
     threads: int,
 ) -> tuple[list[R], int]:
     """Every span on `threads` threads, longest first; results in time order."""
-    with ThreadPoolExecutor(threads) as pool:
-        jobs = [
-            pool.submit(decode_span, path, s, order, plan, origin, make_frame, consume)
-            for s in sorted(spans, key=lambda s: -s.cost)
-        ]
-        parts = [j.result() for j in jobs]
+    decoders = _Decoders(path)
+    where = {pts: k for k, (pts, _) in enumerate(order)}
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            jobs = [
+                pool.submit(decode_span, path, s, order, plan, origin, make_frame, consume, decoders, where)
+                for s in sorted(spans, key=lambda s: -s.cost)
+            ]
+            parts = [j.result() for j in jobs]
+    finally:
+        decoders.close()
     results = sorted((r for part, _ in parts for r in part), key=lambda r: r[0])
     seen = [index for index, _ in results]
     if sorted(set(seen)) != sorted(set(plan.needed.values())) or len(seen) != len(set(seen)):
