@@ -39,6 +39,8 @@ def root(tmp_path_factory):
         (data / folder).mkdir()
         for name in names[key]:
             synth.write_clip(data / folder / f"{name}.mp4", spec)
+    for sample in ("101", "102"):  # EgoPlan-Bench's clips, cut at the current observation
+        synth.write_clip(data / f"{sample}.mp4", spec)
     out = tmp_path_factory.mktemp("longform_prepared")
     report = prepare(data, out, PrepareSettings(anchors=("frames",), fps=1.0), workers=1)
     assert not report.failed, report.failed
@@ -234,3 +236,21 @@ def test_a_packed_answer_parsed_back_to_each_question_by_hand():
     assert [line["usage"] for line in lines] == [{"input_tokens": 9}, {}, {}, {}]  # the pack's cost once
     assert "question 4 of the pack has no answer" in lines[3]["parse_error"]
     assert parse_pack("no json here", [mcq])[1] is not None
+
+
+def test_egoplan_reads_the_cut_clips_scores_accuracy_and_writes_the_leaderboard_file(root, tmp_path):
+    data, prepared, _ = root
+    rows = [
+        {"sample_id": sid, "video_source": "Ego4D", "video_id": "v", "task_goal": "make tea",
+         "question": "What next?", "choice_a": "boil water", "choice_b": "pour", "choice_c": "stir",
+         "choice_d": "drink", "golden_choice_idx": gold, "answer": "x", "current_observation_frame": 120}
+        for sid, gold in ((101, "A"), (102, "C"), (103, "B"))
+    ]  # fmt: skip
+    (data / "EgoPlan_validation.json").write_text(json.dumps(rows))
+    items, errors = load_questions(data / "EgoPlan_validation.json", "auto", data)
+    assert [it.id for it in items] == ["101", "102"] and items[0].question.startswith("Task goal: make tea\n")
+    assert len(errors) == 1 and "sample 103" in errors[0] and "frame 120 of v" in errors[0]
+    js, _ = _run(prepared, data / "EgoPlan_validation.json", "oracle", tmp_path / "oracle")
+    assert js["overall"]["accuracy"] == 100.0 and js["overall"]["n"] == 2
+    sub = json.loads((tmp_path / "oracle" / "egoplan_submission.json").read_text())
+    assert sub == [{"sample_id": 101, "label": "A"}, {"sample_id": 102, "label": "C"}]

@@ -19,7 +19,7 @@ from typing import Any
 from avstack.io import DataError
 
 KINDS = ("mcq", "open", "grounding")
-FORMATS = ("auto", "generic", "charades", "qvhighlights", "videomme", "egoschema", "nlq", "hourvideo")
+FORMATS = ("auto", "generic", "charades", "qvhighlights", "videomme", "egoschema", "nlq", "hourvideo", "egoplan")
 GROUP_FIELDS = ("duration", "domain", "sub_category", "task_type", "category")  # reported per value
 _LETTER = re.compile(r"^\s*\(?([A-Za-z])[.):]\s*")
 

@@ -10,6 +10,7 @@ with the field's own scoring protocol named on each:
   skipped and counted, never renumbered. Zero-length windows are kept (their IoU is 0).
 - HourVideo: keyed by video_uid; options `answer_1..5` (image paths for the image tasks, sent as
   images); a predictive question sees the video only up to its first relevant timestamp.
+- EgoPlan-Bench: a list of samples with four choices; the clip cut at the current observation.
 
 Videos are looked for where each benchmark puts them, then as `{id}.mp4` in the data root. A bad
 row is an error naming the file and the item; the rest go on."""
@@ -216,6 +217,48 @@ def _option_image(rel: str, release: Path, root: Path | None) -> Path | None:
     return None
 
 
+# ------------------------------------------------------------------------------------ EgoPlan-Bench
+
+
+def egoplan_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
+    """EgoPlan-Bench: a list of samples (`sample_id`, `task_goal`, `question`, `choice_a..d`,
+    `golden_choice_idx` A-D). The model sees the video up to the current observation, which the
+    file gives as a frame index of the source video; avstack tells time by pts, never by index, so
+    it takes the clip cut there (`{sample_id}.mp4`, as lmms-eval ships them) and names a sample
+    without one."""
+    data = _load(path)
+    if not isinstance(data, list):
+        raise DataError(f"{path}: EgoPlan-Bench's file is a list of samples; found {type(data).__name__}")
+    errors: list[str] = []
+
+    def read(row: Any, where: str) -> list[Item]:
+        if not isinstance(row, dict):
+            raise DataError(f"{where}: expected an object, found {type(row).__name__}")
+        sid = str(row.get("sample_id", "")).strip()
+        if not sid:
+            raise DataError(f"{where}: no sample_id")
+        here = f"{where} (sample {sid})"
+        choices = [row.get(f"choice_{c}") for c in "abcd"]
+        if not all(isinstance(c, str) and c.strip() for c in choices):
+            raise DataError(f"{here}: expected choice_a .. choice_d as texts")
+        video = _video(root, sid, ("{uid}.mp4", "videos/{uid}.mp4"))
+        if root is not None and not (root / video).is_file():
+            raise DataError(f"{here}: no clip {sid}.mp4 cut at the current observation (frame "
+                            f"{row.get('current_observation_frame')} of {row.get('video_id')}: a frame index, "
+                            "which avstack does not turn into a time)")  # fmt: skip
+        gold = row.get("golden_choice_idx")
+        answer = str(gold).strip().upper() if gold is not None else None
+        if answer is not None and answer not in LETTERS[:4]:
+            raise DataError(f"{here}: golden_choice_idx must be A-D; found {gold!r}")
+        goal = _text(row.get("task_goal"), "task_goal", here)
+        question = f"Task goal: {goal}\n{_text(row.get('question'), 'question', here)}"
+        groups = {"video_source": str(row.get("video_source") or "unknown")}
+        return [Item(sid, video, question, "mcq", lettered([str(c) for c in choices]), answer, groups=groups,
+                     source=here, protocol="egoplan")]  # fmt: skip
+
+    return _each(enumerate(data), f"{path}: sample #", read, errors), errors
+
+
 def detect_longform(path: Path) -> str | None:
     """egoschema, nlq or hourvideo where the file has that shape (its first entry), else None."""
     if path.suffix.lower() != ".json":
@@ -226,6 +269,8 @@ def detect_longform(path: Path) -> str | None:
         return None
     if isinstance(data, list) and data and isinstance(data[0], dict) and "q_uid" in data[0]:
         return "egoschema"
+    if isinstance(data, list) and data and isinstance(data[0], dict) and "choice_a" in data[0]:
+        return "egoplan"
     if isinstance(data, dict) and isinstance(data.get("videos"), list):
         return "nlq"
     if isinstance(data, dict) and data and all(isinstance(v, dict) and "benchmark_dataset" in v
@@ -238,6 +283,7 @@ READERS: dict[str, Callable[[Path, Path | None], tuple[list[Item], list[str]]]] 
     "egoschema": egoschema_items,
     "nlq": nlq_items,
     "hourvideo": hourvideo_items,
+    "egoplan": egoplan_items,
 }
 
 
@@ -260,4 +306,9 @@ def submissions(items: list[Item], predictions: list[dict[str, Any]]) -> dict[st
             if spans:
                 results.append(nlq_key(it.id) | {"predicted_times": [[float(a), float(b)] for a, b in spans[:5]]})
         out["nlq_submission.json"] = {"version": "1.0", "challenge": "ego4d_nlq_challenge", "results": results}
+    plan = [it for it in items if it.protocol == "egoplan"]
+    if plan:  # the leaderboard's shape: [{"sample_id": int, "label": "A".."D"}]
+        labels = [(it.id, str(answered.get(it.id, {}).get("answer") or "")) for it in plan]
+        out["egoplan_submission.json"] = [{"sample_id": int(i) if i.isdigit() else i, "label": a}
+                                          for i, a in labels if a in LETTERS[:4]]  # fmt: skip
     return out
