@@ -108,43 +108,21 @@ class _Decoders:
 
 
 def decode_span(
-    path: str,
-    span: Span,
-    order: list[tuple[int, bool]],
-    plan: Plan,
-    origin: Fraction,
-    make_frame: Callable[[int, Fraction, av.VideoFrame], Frame],
-    consume: Callable[[Frame], R],
-    decoders: _Decoders | None = None,
-    where: dict[int, int] | None = None,
-) -> tuple[list[tuple[int, R]], int]:
-    """consume() of each needed frame in the span, and how many frames the decoder made. Packets
-    must come back exactly as the plan's scan saw them, else SelectiveDecodeError (the caller
-    falls back to one sequential pass). `decoders`: the threads' containers (else one opened
-    here); `where`: each packet's place in decode order (else built here)."""
-    own = decoders is None
-    decoders = decoders or _Decoders(path)
-    where = {pts: k for k, (pts, _) in enumerate(order)} if where is None else where
-    try:
-        container, reused = decoders.get()
-        return _decode_span(container, reused, path, span, order, plan, origin, make_frame, consume, where)
-    finally:
-        if own:
-            decoders.close()
-
-
-def _decode_span(
-    container: av.container.InputContainer,
-    reused: bool,
-    path: str,
-    span: Span,
-    order: list[tuple[int, bool]],
-    plan: Plan,
-    origin: Fraction,
-    make_frame: Callable[[int, Fraction, av.VideoFrame], Frame],
-    consume: Callable[[Frame], R],
+    decoders: _Decoders,
     where: dict[int, int],
+    span: Span,
+    order: list[tuple[int, bool]],
+    plan: Plan,
+    origin: Fraction,
+    make_frame: Callable[[int, Fraction, av.VideoFrame], Frame],
+    consume: Callable[[Frame], R],
 ) -> tuple[list[tuple[int, R]], int]:
+    """consume() of each needed frame in the span, and how many frames the decoder made, on this
+    thread's container (`decoders`; `where`: each packet's place in decode order). Packets must
+    come back exactly as the plan's scan saw them, else SelectiveDecodeError (the caller falls
+    back to one sequential pass)."""
+    container, reused = decoders.get()
+    path = decoders.path
     stream = container.streams.video[0]
     tb = stream.time_base or Fraction(1, 90_000)
     ctx = stream.codec_context
@@ -206,7 +184,7 @@ def decode_spans(
     try:
         with ThreadPoolExecutor(threads) as pool:
             jobs = [
-                pool.submit(decode_span, path, s, order, plan, origin, make_frame, consume, decoders, where)
+                pool.submit(decode_span, decoders, where, s, order, plan, origin, make_frame, consume)
                 for s in sorted(spans, key=lambda s: -s.cost)
             ]
             parts = [j.result() for j in jobs]
