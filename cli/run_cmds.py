@@ -79,12 +79,15 @@ def _ecog_inputs(
     ts_format: str = "ms",
     word_ts_format: str = "json",
     prompt: Path | None = None,
+    budget: Any = None,
 ) -> tuple[Any, Any]:
+    from avstack.prompting.budget import FrameBudget
     from avstack.prompting.stacks import make_stack
     from avstack.tasks.ecog.prompt import EcogOptions
 
     with user_errors():
-        return make_stack(variant, drop, ts_format, word_ts_format), EcogOptions(coord_order, asr, prompt_dir=prompt)
+        stack = make_stack(variant, drop, ts_format, word_ts_format, budget=budget or FrameBudget())
+        return stack, EcogOptions(coord_order, asr, prompt_dir=prompt)
 
 
 @app.command()
@@ -134,6 +137,8 @@ def export_cmd(
     ts_format: Annotated[str, typer.Option(help=TS_HELP)] = "ms",
     word_ts_format: Annotated[str, typer.Option(help=WORDS_HELP)] = "json",
     prompt: Annotated[Path | None, typer.Option(help=PROMPT_HELP)] = None,
+    fps: FpsOption = None,
+    max_frames: MaxFramesOption = None,
     shard_size: Annotated[int, typer.Option(help="Clips per shard (per Parquet file for hf)")] = 1000,
     executor: Annotated[str, typer.Option(help="local, or ray (shards written by Ray Data workers)")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (default RAY_ADDRESS)")] = None,
@@ -148,7 +153,8 @@ def export_cmd(
             path = export_features(prepared, out)
         typer.echo(f"wrote {path} (and {path.with_suffix('.parquet').name} when datasets is installed)")
         return
-    stack, options = _ecog_inputs(variant, drop, asr, coord_order, ts_format, word_ts_format, prompt)
+    budget = frame_budgets(fps, max_frames, one=True)[0]
+    stack, options = _ecog_inputs(variant, drop, asr, coord_order, ts_format, word_ts_format, prompt, budget)
     with user_errors():
         path = export(
             prepared, out, to, stack, options, model, shard_size=shard_size, executor=executor, ray_address=ray_address

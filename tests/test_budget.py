@@ -102,3 +102,13 @@ def test_frame_budget_is_an_axis_of_the_ablation_with_its_delta(prepared, tmp_pa
     bad = CliRunner().invoke(app, ["run", "--task", "egogap", "--model", "chance", "--out", str(tmp_path / "e"),
                                    *egogap, "--max-frames", "4"])  # fmt: skip
     assert bad.exit_code != 0 and "--fps/--max-frames" in bad.output
+
+
+def test_an_export_knows_the_budget(prepared, tmp_path):
+    res = CliRunner().invoke(
+        app, ["export", str(prepared), "--to", "jsonl", "--out", str(tmp_path), "--max-frames", "2"]
+    )
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in (tmp_path / "data.jsonl").read_text().splitlines()]
+    assert rows and all(r["stack"] == "full@2f" for r in rows)
+    assert all(json.dumps(r).count(".jpg") <= 2 for r in rows)  # two frames each, however many were prepared
