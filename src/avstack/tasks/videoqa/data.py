@@ -9,73 +9,17 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from avstack.io import DataError
+from avstack.tasks.videoqa.items import Item, lettered, number, option_text, required_text
 
 KINDS = ("mcq", "open", "grounding")
 FORMATS = ("auto", "generic", "charades", "qvhighlights", "videomme", "egoschema", "nlq", "hourvideo", "egoplan")
 GROUP_FIELDS = ("duration", "domain", "sub_category", "task_type", "category")  # reported per value
-_LETTER = re.compile(r"^\s*\(?([A-Za-z])[.):]\s*")
-
-
-@dataclass(frozen=True)
-class Item:
-    """One question about one video. Times are seconds on the video's clock (the clip's one clock)."""
-
-    id: str
-    video: str  # relative to the data root (posix)
-    question: str
-    kind: str  # mcq | open | grounding
-    options: tuple[str, ...] = ()  # mcq: the option texts as shown, lettered "A. ...", "B. ..."
-    answer: str | None = None  # mcq: the letter; open: the text
-    spans: tuple[tuple[float, float], ...] = ()  # grounding: the true windows (one or more)
-    subtitles: str | None = None  # an SRT/VTT file for the video, relative to the data root
-    groups: dict[str, str] = field(default_factory=dict, compare=False)  # duration class, domain, ...
-    source: str = field(default="", compare=False)  # file:line it was read from (errors name it)
-    # the benchmark whose scoring and submission apply (longform: egoschema, nlq, hourvideo); "" generic
-    protocol: str = field(default="", compare=False)
-    until_s: float | None = None  # the video is seen only up to here (HourVideo's predictive questions)
-    option_images: tuple[str, ...] = ()  # each option's picture, absolute (HourVideo's image tasks)
-
-    @property
-    def letters(self) -> list[str]:
-        return [chr(ord("A") + i) for i in range(len(self.options))]
-
-    def truth(self) -> dict[str, Any]:
-        return {"kind": self.kind, "answer": self.answer, "spans": [list(s) for s in self.spans]}
-
-
-def lettered(options: list[str]) -> tuple[str, ...]:
-    """Options as shown: "A. text" (an option that already starts with its letter keeps it)."""
-    out = []
-    for i, text in enumerate(options):
-        text = str(text).strip()
-        out.append(text if _LETTER.match(text) else f"{chr(ord('A') + i)}. {text}")
-    return tuple(out)
-
-
-def option_text(option: str) -> str:
-    return _LETTER.sub("", option, count=1).strip()
-
-
-def _number(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)) and math.isfinite(v):
-        return float(v)
-    if isinstance(v, str):
-        try:
-            x = float(v)
-        except ValueError:
-            return None
-        return x if math.isfinite(x) else None
-    return None
 
 
 def _span(v: Any, where: str) -> tuple[float, float]:
@@ -83,7 +27,7 @@ def _span(v: Any, where: str) -> tuple[float, float]:
         v = [p for p in re.split(r"[,\s;]+", v.strip("[] ")) if p]
     if not isinstance(v, (list, tuple)) or len(v) != 2:
         raise DataError(f"{where}: a span must be [start_s, end_s]; found {v!r:.60}")
-    a, b = _number(v[0]), _number(v[1])
+    a, b = number(v[0]), number(v[1])
     if a is None or b is None or a < 0 or b <= a:
         raise DataError(f"{where}: a span must be two times in seconds, start < end; found {v!r:.60}")
     return a, b
@@ -102,12 +46,6 @@ def _options(v: Any, where: str) -> list[str]:
     return list(v)
 
 
-def _text(v: Any, name: str, where: str) -> str:
-    if not isinstance(v, str) or not v.strip():
-        raise DataError(f"{where}: {name!r} must be a non-empty text; found {v!r:.60}")
-    return v.strip()
-
-
 def generic_item(row: dict[str, Any], where: str) -> Item:
     """`id`, `video`, `question`, then `options` + `answer` (mcq), `answer` (open) or `answer_span`
     (grounding); optional `subtitles` and group fields."""
@@ -116,8 +54,11 @@ def generic_item(row: dict[str, Any], where: str) -> Item:
     item_id = row.get("id")
     if isinstance(item_id, int) and not isinstance(item_id, bool):
         item_id = str(item_id)
-    item_id = _text(item_id, "id", where)
-    video, question = _text(row.get("video"), "video", where), _text(row.get("question"), "question", where)
+    item_id = required_text(item_id, "id", where)
+    video, question = (
+        required_text(row.get("video"), "video", where),
+        required_text(row.get("question"), "question", where),
+    )
     groups = {k: str(row[k]) for k in GROUP_FIELDS if row.get(k) not in (None, "")}
     subtitles = row.get("subtitles") or None
     if subtitles is not None and not isinstance(subtitles, str):
@@ -134,7 +75,7 @@ def generic_item(row: dict[str, Any], where: str) -> Item:
         return Item(kind="grounding", spans=(_span(row["answer_span"], f"{where}: answer_span"),), **common)
     if row.get("options") not in (None, ""):
         options = lettered(_options(row["options"], f"{where}: options"))
-        answer = _text(row.get("answer"), "answer", where)
+        answer = required_text(row.get("answer"), "answer", where)
         letters = [chr(ord("A") + i) for i in range(len(options))]
         letter = (
             answer.upper()
@@ -144,7 +85,7 @@ def generic_item(row: dict[str, Any], where: str) -> Item:
         if letter is None:
             raise DataError(f"{where}: answer {answer!r} is neither an option letter ({''.join(letters)}) nor option")
         return Item(kind="mcq", options=options, answer=letter, **common)
-    return Item(kind="open", answer=_text(row.get("answer"), "answer", where), **common)
+    return Item(kind="open", answer=required_text(row.get("answer"), "answer", where), **common)
 
 
 def _rows(path: Path) -> Iterator[tuple[int, Any]]:
@@ -212,8 +153,8 @@ def qvhighlights_item(row: dict[str, Any], where: str) -> Item:
     if not isinstance(windows, list):
         raise DataError(f"{where}: relevant_windows must be a list of [start, end]; found {windows!r:.60}")
     spans = tuple(_span(w, f"{where}: relevant_windows") for w in windows)
-    vid = _text(row.get("vid"), "vid", where)
-    query = _text(row.get("query"), "query", where)
+    vid = required_text(row.get("vid"), "vid", where)
+    query = required_text(row.get("query"), "query", where)
     return Item(str(row.get("qid")), f"{vid}.mp4", query, "grounding", spans=spans, source=where)
 
 
@@ -223,7 +164,7 @@ def videomme_item(row: dict[str, Any], where: str, root: Path | None) -> Item:
     subtitles `subtitle/{videoID}.srt` where there is one."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected an object, found {type(row).__name__}")
-    vid = _text(row.get("videoID"), "videoID", where)
+    vid = required_text(row.get("videoID"), "videoID", where)
     video = f"video/{vid}.mp4" if root is None or (root / "video" / f"{vid}.mp4").exists() else f"{vid}.mp4"
     subs = next(
         (f"{d}{vid}.srt" for d in ("subtitle/", "") if root is not None and (root / f"{d}{vid}.srt").is_file()), None

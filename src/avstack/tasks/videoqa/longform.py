@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.io import DataError
-from avstack.tasks.videoqa.data import Item, _number, _text, lettered
+from avstack.tasks.videoqa.items import Item, lettered, number, required_text
 
 LETTERS = "ABCDE"
 
@@ -72,7 +72,7 @@ def egoschema_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
     def read(row: Any, where: str) -> list[Item]:
         if not isinstance(row, dict):
             raise DataError(f"{where}: expected an object, found {type(row).__name__}")
-        uid = _text(row.get("q_uid"), "q_uid", where)
+        uid = required_text(row.get("q_uid"), "q_uid", where)
         options = [row.get(f"option {i}") for i in range(5)]
         if not all(isinstance(o, str) and o.strip() for o in options):
             raise DataError(f"{where}: question {uid}: expected 'option 0' .. 'option 4' (with the space) as texts")
@@ -80,7 +80,7 @@ def egoschema_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
         if gold is not None and (isinstance(gold, bool) or not isinstance(gold, int) or not 0 <= gold < 5):
             raise DataError(f"{answers_file}: question {uid}: the answer must be an option index 0-4; found {gold!r}")
         video = _video(root, uid, ("videos/{uid}.mp4", "{uid}.mp4"))
-        question = _text(row.get("question"), "question", where)
+        question = required_text(row.get("question"), "question", where)
         subset = "public 500 (subset_answers.json)" if gold is not None else "hidden (server-scored)"
         answer = None if gold is None else LETTERS[gold]  # 0-based on file, a letter as shown
         return [Item(uid, video, question, "mcq", lettered([str(o) for o in options]), answer,
@@ -104,7 +104,7 @@ def nlq_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
         nonlocal skipped
         if not isinstance(clip, dict):
             raise DataError(f"{where}: expected a clip object, found {type(clip).__name__}")
-        clip_uid = _text(clip.get("clip_uid"), "clip_uid", where)
+        clip_uid = required_text(clip.get("clip_uid"), "clip_uid", where)
         video = _video(root, clip_uid, ("clips/{uid}.mp4", "v1/clips/{uid}.mp4", "{uid}.mp4"))
         out = []
         for a, ann in enumerate(clip.get("annotations") or []):
@@ -118,7 +118,7 @@ def nlq_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
                 if not isinstance(text, str) or not text.strip():
                     skipped += 1  # the baseline skips these too, keeping the others' query_idx
                     continue
-                start, end = _number(query.get("clip_start_sec")), _number(query.get("clip_end_sec"))
+                start, end = number(query.get("clip_start_sec")), number(query.get("clip_end_sec"))
                 spans: tuple[tuple[float, float], ...] = ()
                 if start is not None and end is not None:
                     if start < 0 or end < start:
@@ -185,7 +185,7 @@ def hourvideo_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
 def _hourvideo_mcq(mcq: Any, where: str, video_uid: str, video: str, release: Path, root: Path | None) -> Item:
     if not isinstance(mcq, dict):
         raise DataError(f"{where}: expected an object, found {type(mcq).__name__}")
-    qid = _text(str(mcq.get("qid") or ""), "qid", where)
+    qid = required_text(str(mcq.get("qid") or ""), "qid", where)
     given = [mcq.get(f"answer_{i}") for i in range(1, 6)]
     if not all(isinstance(o, str) and o.strip() for o in given):
         raise DataError(f"{where}: question {qid}: expected answer_1 .. answer_5 as texts or image paths")
@@ -205,7 +205,7 @@ def _hourvideo_mcq(mcq: Any, where: str, video_uid: str, video: str, release: Pa
     until = first_timestamp_s(mcq.get("relevant_timestamps")) if "predictive" in task else None
     shown = [f"image {LETTERS[i]}" for i in range(5)] if images else options
     groups = {"task": task.split("/")[0] or "unknown", "sub_task": task or "unknown"}
-    return Item(f"{video_uid}/{qid}", video, _text(mcq.get("question"), "question", where), "mcq",
+    return Item(f"{video_uid}/{qid}", video, required_text(mcq.get("question"), "question", where), "mcq",
                 lettered(shown), answer, groups=groups, source=where, protocol="hourvideo",
                 until_s=until, option_images=images)  # fmt: skip
 
@@ -250,8 +250,8 @@ def egoplan_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]
         answer = str(gold).strip().upper() if gold is not None else None
         if answer is not None and answer not in LETTERS[:4]:
             raise DataError(f"{here}: golden_choice_idx must be A-D; found {gold!r}")
-        goal = _text(row.get("task_goal"), "task_goal", here)
-        question = f"Task goal: {goal}\n{_text(row.get('question'), 'question', here)}"
+        goal = required_text(row.get("task_goal"), "task_goal", here)
+        question = f"Task goal: {goal}\n{required_text(row.get('question'), 'question', here)}"
         groups = {"video_source": str(row.get("video_source") or "unknown")}
         return [Item(sid, video, question, "mcq", lettered([str(c) for c in choices]), answer, groups=groups,
                      source=here, protocol="egoplan")]  # fmt: skip

@@ -16,7 +16,7 @@ from typing import Any
 
 from avstack.manifest import ClipRecord
 from avstack.tasks.videoqa.data import Item
-from avstack.tasks.videoqa.parse import _json, parse_answer
+from avstack.tasks.videoqa.parse import json_object, parse_answer
 
 PACK_PREFIX = "pack:"
 
@@ -43,7 +43,7 @@ def pack_truth(items: list[Item]) -> dict[str, Any]:
 def parse_pack(text: str, items: list[Item]) -> tuple[dict[str, Any], str | None]:
     """Each question's prediction from {"answers": {"1": ..., "2": ...}} (a number's value told
     as that question asks: a letter, [s, e], [[s, e], ...], a text); a question left out is unparsed."""
-    obj = _json(text)
+    obj = json_object(text)
     answers = obj.get("answers") if isinstance(obj, dict) else None
     if not isinstance(answers, dict):
         return {"answers": {}}, 'no {"answers": {...}} object in the answer'

@@ -32,7 +32,7 @@ def _seconds(m: re.Match[str]) -> float:
     return float(g["ts"] or g["qw"] or g["sec"])
 
 
-def _json(text: str) -> Any:
+def json_object(text: str) -> Any:
     m = re.search(r"\{.*\}", text, re.S)
     if not m:
         return None
@@ -44,7 +44,7 @@ def _json(text: str) -> Any:
 
 def parse_span(text: str) -> tuple[float, float] | None:
     """(start, end) in seconds: from {"start": .., "end": ..} or the first two times in the text."""
-    obj = _json(text)
+    obj = json_object(text)
     if isinstance(obj, dict) and "start" in obj and "end" in obj:
         times = [_seconds(m) for key in ("start", "end") for m in [_TIME.search(str(obj[key]))] if m]
     else:
@@ -57,7 +57,7 @@ def parse_span(text: str) -> tuple[float, float] | None:
 
 def parse_spans(text: str, most: int = 5) -> list[tuple[float, float]]:
     """Ranked windows, best first: {"windows": [[s, e], ...]}, else the one window parse_span reads."""
-    obj = _json(text)
+    obj = json_object(text)
     windows = obj.get("windows") if isinstance(obj, dict) else None
     out = []
     if isinstance(windows, list):
@@ -73,7 +73,7 @@ def parse_spans(text: str, most: int = 5) -> list[tuple[float, float]]:
 
 def parse_letter(text: str, item: Item) -> str | None:
     """The option chosen: {"answer": "B"}, "B", "(B)", "Answer: B", or an option's text."""
-    obj = _json(text)
+    obj = json_object(text)
     if isinstance(obj, dict) and isinstance(obj.get("answer"), str):
         text = obj["answer"]
     letters = item.letters
@@ -86,7 +86,7 @@ def parse_letter(text: str, item: Item) -> str | None:
 
 
 def parse_open(text: str) -> str:
-    obj = _json(text)
+    obj = json_object(text)
     if isinstance(obj, dict) and isinstance(obj.get("answer"), str):
         return obj["answer"]
     return text.strip()
