@@ -446,7 +446,7 @@ def test_a_long_clips_asr_reports_its_progress_as_it_goes():
     with asr_progress(lambda done, total: seen.append((done, total))):
         tr = asr.transcribe(audio, AsrSettings(model="tiny.en", language="en"))
     assert tr.words  # it heard the sentences
-    assert len(seen) >= 3 and all(total == pytest.approx(80.0, abs=0.1) for _, total in seen)
+    assert len(seen) >= 2 and all(total == pytest.approx(80.0, abs=0.1) for _, total in seen)
     done = [d for d, _ in seen]
     # each pass (the transcription, and any second decode) ends at the whole; segments on the way
     assert done[-1] == pytest.approx(80.0, abs=0.1) and all(0 <= d <= 80.0 for d in done)
