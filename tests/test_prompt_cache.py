@@ -151,11 +151,10 @@ def _frames(tmp_path, n: int) -> list[Image]:
 
 
 def test_claudes_breakpoint_lands_on_the_block_that_ends_the_shared_prefix(tmp_path):
-    anthropic = pytest.importorskip("anthropic", reason="no anthropic SDK (pip install 'avstack[anthropic]')")
+    pytest.importorskip("anthropic", reason="no anthropic SDK (pip install 'avstack[anthropic]')")
     from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
     from pydantic import TypeAdapter
 
-    del anthropic
     frames = _frames(tmp_path, 2)
     parts = (Text("<timestamp_ms>0</timestamp_ms>"), frames[0], Text("<timestamp_ms>500</timestamp_ms>"), frames[1])
     shared = Request("sys", (*parts, Text("Instruction with the ASR block")), str(tmp_path), shared_prefix=4)
@@ -170,7 +169,7 @@ def test_claudes_breakpoint_lands_on_the_block_that_ends_the_shared_prefix(tmp_p
 
 
 def test_openais_prompt_cache_key_only_for_a_shared_prefix_and_only_on_openais_api(tmp_path):
-    openai = pytest.importorskip("openai", reason="no openai SDK (pip install 'avstack[openai]')")
+    pytest.importorskip("openai", reason="no openai SDK (pip install 'avstack[openai]')")
     from avstack.runs.runners.openai_compat import OpenAICompat
 
     frames = _frames(tmp_path, 2)
@@ -188,7 +187,6 @@ def test_openais_prompt_cache_key_only_for_a_shared_prefix_and_only_on_openais_a
     from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 
     assert "prompt_cache_key" in CompletionCreateParamsNonStreaming.__optional_keys__
-    del openai
 
 
 def _plan(prepared, out, *more):

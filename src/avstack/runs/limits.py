@@ -196,7 +196,8 @@ def refuse_or_fit(
     for stack, b in breaches.items():
         budget = budget_of(stack)
         fits = int(b["fits_images"])
-        mendable = budget is not None and fits > 0 and set(b["limits"]) - {"audio_s"} == set(b["limits"])
+        # fewer frames mend any limit but the sound's length, where some frames fit at all
+        mendable = budget is not None and fits > 0 and "audio_s" not in b["limits"]
         if not fit or not mendable or budget is None:
             budget_said = f"the largest budget that fits: --max-frames {fits}" if mendable else "no frame budget fits"
             raise LimitsExceeded(
