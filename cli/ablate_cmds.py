@@ -123,6 +123,22 @@ def ablate(
     retry_failed: Annotated[
         bool, typer.Option("--retry-failed", help="Ask again the clips whose request failed (refused, 4xx, no answer)")
     ] = False,
+    aa: Annotated[
+        bool,
+        typer.Option(
+            "--aa",
+            help="Add the A/A arm (<baseline>-aa): the baseline asked again past every cache; the report gives the "
+            "noise floor (flip rate, its delta with a CI) and marks each cue whose |delta| lies within it",
+        ),
+    ] = False,
+    strict_inputs: Annotated[
+        bool,
+        typer.Option(
+            "--strict-inputs",
+            help="Exit 1 when an arm's input tokens as the server counted them depart from the plan by more than "
+            "the plan's uncertainty (after everything is written)",
+        ),
+    ] = False,
 ) -> None:
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
     from avstack.runs import ablation as engine
@@ -146,6 +162,7 @@ def ablate(
             round_size=round_size,
             precision=precision,
             seed=seed,
+            aa=aa,
         )
         chosen = get_task(task)
         if chosen.ablation is None:
@@ -180,10 +197,19 @@ def ablate(
     )
     with user_errors():
         asking = Asking(make_backend(model, chosen.baselines, **options), model, out / "cache", settings)
-        report = engine.ablate(target, spec, asking, out, bill)
+        report = engine.ablate(target, spec, asking, out, bill, strict_inputs)
     typer.echo(report.summary)
     typer.echo(f"full report: {report.path}")
+    exit_on_departures(report.departed, strict_inputs)
     exit_on_failures(report.failed)
+
+
+def exit_on_departures(departed: dict[str, str], strict: bool) -> None:
+    """Say every arm whose server saw other input than planned; with --strict-inputs exit 1."""
+    for arm, said in departed.items():
+        typer.echo(f"{arm}: input departs from the plan: {said}", err=True)
+    if departed and strict:
+        fail(f"{len(departed)} arm(s) whose input departs from the plan (--strict-inputs): {', '.join(departed)}", 1)
 
 
 def exit_on_failures(failed: dict[str, dict[str, Any]]) -> None:

@@ -25,6 +25,8 @@ class Report:
     path: Path
     # per stack whose requests failed (no answer came): how many of how many, and the causes
     failed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # per arm whose server saw other input than planned (avstack.runs.reconcile): what it saw
+    departed: dict[str, str] = field(default_factory=dict)
 
 
 def failed_label(label: str, failures: Mapping[str, Any] | None) -> str:

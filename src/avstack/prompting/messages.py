@@ -163,7 +163,7 @@ def to_anthropic(req: Request) -> dict[str, Any]:
             # the end of what a clip's stacks share: Claude caches up to a marked block only
             content[-1]["cache_control"] = {"type": "ephemeral"}
         if isinstance(p, Text):
-            if p.text:
+            if p.text.strip():  # Claude refuses a blank text block (a frame separator: it merges no image)
                 content.append({"type": "text", "text": p.text})
         elif isinstance(p, Image):
             path = req.path_of(p)

@@ -17,6 +17,11 @@ from avstack.prompting.stacks import Stack
 from avstack.prompting.templates import IMAGE, split_parts
 from avstack.prompting.timefmt import frame_tag, parse_frame_tag, words_block
 
+# between two frames, in every arm: a server may merge two images that touch into one (llama.cpp's
+# Qwen2-VL takes adjacent pictures as one temporal pair, half the visual tokens), so an arm without
+# the time tags would see other pictures than `full`. The same text after every frame but the last
+# keeps every frame a picture of its own, and `full` and `-frame_ts` differ by the tags alone.
+FRAME_SEPARATOR = "\n"
 # the clip's own video or sound goes right after the first text part (the instruction or question
 # it accompanies), before the frames; one place, so every task's requests agree
 MEDIA_AT = 1
@@ -74,7 +79,14 @@ def request_parts(
     clip's video or sound placed at MEDIA_AT; also the image path of every frame view, in order."""
     images = [image_path(record, k, stack, prepared_dir) for k in range(len(frames))]
     chunks = split_parts(rendered)
-    parts: list[Part] = [Image(images[p], record.frames[p].pts_ms) if isinstance(p, int) else Text(p) for p in chunks]
+    parts: list[Part] = []
+    for p in chunks:
+        if not isinstance(p, int):
+            parts.append(Text(p))
+            continue
+        parts.append(Image(images[p], record.frames[p].pts_ms))
+        if p < len(frames) - 1:
+            parts.append(Text(FRAME_SEPARATOR))
     if stack.has("video"):
         if data_root is None:
             raise ValueError("the video variant needs the data root (recorded in prepare.json)")

@@ -7,7 +7,7 @@ receive finished requests and know nothing about anchors.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from avstack.prompting.budget import FrameBudget
 from avstack.prompting.timefmt import check_ts_format, check_word_format
@@ -57,6 +57,57 @@ def interface_pairs(variants: Iterable[str]) -> list[tuple[str, str, str]]:
 
 
 @dataclass(frozen=True)
+class Changes:
+    """What an arm may change in the requests of the arm it is compared with (its parent), part by
+    part (avstack.runs.integrity checks it before anything is sent). Declared beside each cue and
+    axis below, so a new axis says what it changes where it is defined.
+
+    text: none | tags (frame tags removed, words deleted from the lines that introduce them) |
+    retag (tags replaced, in another format) | fewer (lines removed or shortened, nothing added) |
+    region (anything inside one contiguous stretch of text, as an ASR block and its note) | any.
+    images: same | fewer (some removed, the rest in order) | replaced (one for one) | any.
+    media (the clip's own video and sound): same | fewer | any.
+    order: same | permuted (the same parts, moved: a layout)."""
+
+    cue: str
+    text: str = "none"
+    images: str = "same"
+    media: str = "same"
+    order: str = "same"
+
+
+# what dropping each cue may change in its parent's requests, and nothing else
+CUE_CHANGES = {
+    "frame_ts": Changes("frame_ts", text="tags"),
+    "word_ts": Changes("word_ts", text="region"),  # the word times inside the ASR block, and its note
+    "asr": Changes("asr", text="region"),  # the ASR block and the words that introduce it
+    "subtitles": Changes("subtitles", text="region"),
+    "frames": Changes("frames", text="any", images="fewer"),  # the frames, their tags and what says they come
+    "audio": Changes("audio", text="any", media="fewer"),
+}
+# the A/A arm: the baseline asked again, every part the same
+REPEAT = Changes("aa")
+
+
+def axis_changes(axis: str, a: object, b: object) -> Changes:
+    """What moving along one of a stack's axes (from value `a` to `b`) may change."""
+    if axis == "ts_format":
+        burned = "overlay" in (a, b)  # the time is in the pictures: each replaced by its overlaid copy
+        return Changes(f"ts_format {a} -> {b}", text="retag", images="replaced" if burned else "same")
+    if axis == "word_ts_format":
+        return Changes(f"word_ts_format {a} -> {b}", text="region")
+    if axis == "layout":
+        return Changes(f"layout {a} -> {b}", order="permuted")
+    if axis == "budget":
+        return Changes("frame budget", text="fewer", images="fewer")
+    # packing asks a video's questions in one request: its requests are not the unpacked ones
+    return Changes(f"{axis} {a} -> {b}", text="any", images="any", media="any", order="permuted")
+
+
+AXES = ("ts_format", "word_ts_format", "layout", "budget", "packed")
+
+
+@dataclass(frozen=True)
 class Stack:
     """A named set of anchors, e.g. full - frame_ts, and how times are told in it: frame timestamps
     in `ts_format` (`full@seconds`), word times in `word_ts_format` (`full@words-srt`)."""
@@ -69,10 +120,13 @@ class Stack:
     layout: str = "benchmark"
     budget: FrameBudget = FrameBudget()  # the frames it picks from the prepared ones (prompting.budget)
     packed: bool = False  # all of a video's questions in one request (videoqa), each answer parsed back
+    # the A/A arm (`-aa`): the same requests asked again, past the answer cache and the server's
+    # prompt cache, for the noise floor a cue's delta is read against
+    repeat: bool = False
 
     @property
     def name(self) -> str:
-        name = self.variant + "".join(f"-no_{d}" for d in self.dropped)
+        name = self.variant + "".join(f"-no_{d}" for d in self.dropped) + ("-aa" if self.repeat else "")
         name += f"@{self.ts_format}" if self.ts_format != "ms" else ""
         name += f"@words-{self.word_ts_format}" if self.word_ts_format != "json" else ""
         name += f"@{self.layout}" if self.layout != "benchmark" else ""
@@ -100,7 +154,27 @@ class Stack:
             "fps": self.budget.fps,
             "max_frames": self.budget.max_frames,
             "packed": self.packed,
+            "repeat": self.repeat,
         }
+
+    def changes_from(self, other: object) -> Changes | None:
+        """What this stack may change in `other`'s requests when `other` is its parent (one cue
+        dropped, one axis moved, the variant itself, or the A/A repeat); None when it is not."""
+        if not isinstance(other, Stack) or other == self:
+            return None
+        if self.repeat or other.repeat:
+            return REPEAT if self.repeat and replace(self, repeat=False) == other else None
+        axes = [a for a in AXES if getattr(self, a) != getattr(other, a)]
+        if self.variant != other.variant:
+            # a variant is its own input (the paper's interfaces): compared with the baseline as a whole
+            plain = not self.dropped and not other.dropped and not axes
+            return Changes(f"variant {self.variant}", "any", "any", "any", "permuted") if plain else None
+        gone = [d for d in self.dropped if d not in other.dropped]
+        if not axes and len(gone) == 1 and set(other.dropped) < set(self.dropped):
+            return CUE_CHANGES[gone[0]]
+        if len(axes) == 1 and self.dropped == other.dropped:
+            return axis_changes(axes[0], getattr(other, axes[0]), getattr(self, axes[0]))
+        return None
 
 
 def make_stack(
@@ -134,13 +208,15 @@ def make_stack(
 def parse_stack_name(name: str) -> Stack:
     """Inverse of Stack.name: 'full-no_frame_ts@seconds' -> full minus frame_ts, times in seconds."""
     base, *formats = name.split("@")
-    variant, *rest = base.split("-no_")
+    repeat = base.endswith("-aa")
+    variant, *rest = base.removesuffix("-aa").split("-no_")
     words = next((f.removeprefix("words-") for f in formats if f.startswith("words-")), "json")
     layout = next((f for f in formats if f in LAYOUTS), "benchmark")
     budget = next((b for f in formats if (b := FrameBudget.parse(f)) is not None), FrameBudget())
     told = [f for f in formats if not f.startswith("words-") and f not in (*LAYOUTS, "packed")
             and FrameBudget.parse(f) is None]  # fmt: skip
-    return make_stack(variant, rest, next(iter(told), "ms"), words, layout, budget, "packed" in formats)
+    stack = make_stack(variant, rest, next(iter(told), "ms"), words, layout, budget, "packed" in formats)
+    return replace(stack, repeat=True) if repeat else stack
 
 
 @dataclass(frozen=True)

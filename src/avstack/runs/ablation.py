@@ -10,6 +10,7 @@ out is refused before anything runs (`refused`), never dropped. The engine knows
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,13 +27,16 @@ from avstack.prompting.budget import FrameBudget
 from avstack.prompting.messages import Request, shared_prefixes
 from avstack.prompting.stacks import VARIANTS, Stack, Subset, make_stack, subset_stacks
 from avstack.runs.engine import Asking, RunSettings
+from avstack.runs.integrity import arms_of, changes_section, check_arms
 from avstack.runs.interleave import run_interleaved
+from avstack.runs.noise import noise_section
 from avstack.runs.plan import Counting, plan_requests, usage_section, write_plan
+from avstack.runs.reconcile import ArmInputs, as_json, flag_label, inputs_section, reconcile
 
 UNTIL = ("all", "decided")
 # every option of an ablation of input stacks (AblationSpec.asks_for names): what EcoG and videoqa honour
 ANCHOR_OPTIONS = frozenset(
-    {"drop", "variants", "subsets", "cluster", "ts_format", "word_ts_format", "until", "layout", "frame_budget"}
+    {"drop", "variants", "subsets", "cluster", "ts_format", "word_ts_format", "until", "layout", "frame_budget", "aa"}
 )
 
 
@@ -60,6 +64,8 @@ class AblationSpec:
     precision: float | None = None
     seed: int = 0
     alpha: float = 0.05
+    # the A/A arm (`<baseline>-aa`): the baseline asked again past every cache, the noise floor
+    aa: bool = False
 
     def __post_init__(self) -> None:
         if self.until not in UNTIL:
@@ -86,6 +92,7 @@ class AblationSpec:
             "layout": self.layouts != ("benchmark",),
             "frame_budget": self.budgets != (FrameBudget(),),
             "pack": self.packs != (False,),
+            "aa": self.aa,
         }
         return [name for name, on in wanted.items() if on]
 
@@ -191,6 +198,16 @@ def stacks_to_run(spec: AblationSpec) -> list[Stack]:
     return list(dict.fromkeys(stacks))
 
 
+def arms(task: AblationTask, spec: AblationSpec) -> list[Any]:
+    """The task's stacks for the spec, and with `aa` the baseline's repeat last (`full-aa`)."""
+    stacks = list(task.stacks(spec))
+    return [*stacks, replace(stacks[0], repeat=True)] if spec.aa and stacks else stacks
+
+
+def is_repeat(stack: Any) -> bool:
+    return bool(getattr(stack, "repeat", False))
+
+
 # ------------------------------------------------------------------------------------ plan and run
 
 
@@ -204,9 +221,15 @@ def plan_stacks(
     prices_file: Path | None = None,
 ) -> dict[str, Any]:
     """What running `stacks` would ask and cost (avstack.runs.plan), written to out/plan.json; no
-    request is sent (a local server may be asked to count the text: `Counting.server`)."""
+    request is sent (a local server may be asked to count the text: `Counting.server`). First every
+    arm's requests are held to its parent's (avstack.runs.integrity): an arm that differs by more
+    than its cue raises ArmMismatch, and nothing is planned or sent."""
     requests = {stack.name: task.requests(stack) for stack in stacks}
-    bill = plan_requests(requests, model, model, Path(out) / "cache", counting, max_output_tokens, prices_file)
+    changed = check_arms(arms_of(stacks), requests)
+    fresh = [s.name for s in stacks if is_repeat(s)]
+    cache = Path(out) / "cache"
+    bill = plan_requests(requests, model, model, cache, counting, max_output_tokens, prices_file, fresh)
+    bill["arms"] = [vars(c) for c in changed]
     write_plan(bill, Path(out))
     return bill
 
@@ -215,7 +238,7 @@ def plan(task: AblationTask, spec: AblationSpec, model: str, out: str | Path, *c
     """What the ablation would ask and cost, written to out/plan.json; nothing sent. `costing`:
     plan_stacks' counting, max_output_tokens and prices_file."""
     refused(task, spec)
-    return plan_stacks(task, task.stacks(spec), model, out, *costing)
+    return plan_stacks(task, arms(task, spec), model, out, *costing)
 
 
 def ablate(
@@ -224,13 +247,14 @@ def ablate(
     asking: Asking,
     out: str | Path,
     bill: dict[str, Any] | None = None,
+    strict_inputs: bool = False,
 ) -> Report:
     """Run every stack into out/<stack>/ (every item, or rounds until decided), score each once,
     write out/report.md: the task's report, the cue values, the sequential stop, the plan beside
     the usage the servers reported. `Report.failed` names the stacks whose requests failed."""
     refused(task, spec)
     out = Path(out)
-    stacks = list(task.stacks(spec))
+    stacks = arms(task, spec)
     bill = bill or plan(task, spec, asking.backend_id or str(getattr(asking.backend, "name", "backend")), out)
     if any(getattr(s, "layout", "benchmark") != "benchmark" for s in stacks):
         # a cache breakpoint only where another stack's request shares the prefix (as planned)
@@ -245,14 +269,41 @@ def ablate(
         run_stacks(task, stacks, out, asking, None)
     scored = [task.score(s, out / s.name, only) for s in stacks]
     report, own = task.report(scored, out, spec.cluster, only)
+    predictions = {s.name: out / s.name / "predictions.jsonl" for s in stacks}
+    seen = reconcile(bill, predictions)
+    write_json_atomic(out / "inputs.json", {"arms": bill.get("arms", []), "reported": as_json(seen)})
+    noise = noise_section(task, scored, out) if any(is_repeat(s) for s in stacks) else ""
     sections = (cue_section(task, spec, scored, out) if spec.subsets else []) + own
     joined = "\n".join(sections)
     stopped = stop_section(stop) if stop else ""
-    usage = usage_section(bill, {s.name: out / s.name / "predictions.jsonl" for s in stacks})
-    text = report.text + joined + stopped + usage
+    usage = usage_section(bill, predictions)
+    checks = changes_section(bill.get("arms", [])) + inputs_section(seen, strict_inputs)
+    text = marked(report.text, seen) + joined + noise + stopped + checks + usage
     atomic_write(report.path, text.encode())
-    summary = report.summary + (joined + "\n" if sections else "") + stopped
-    return Report(summary, text, report.path, report.failed)
+    summary = marked(report.summary, seen) + (joined + "\n" if sections else "") + noise + stopped
+    departed = {a.arm: a.said() for a in seen if a.flagged}
+    return Report(summary, text, report.path, report.failed, departed)
+
+
+def marked(text: str, seen: Sequence[ArmInputs]) -> str:
+    """Every table row of the report that names a flagged arm gets the flag beside its name, so
+    its delta is read with it (the row's first cell is the arm's label)."""
+    for arm in (a for a in seen if a.flagged):
+        pattern = re.compile(rf"^\| ((?:[^|]*\s)?{re.escape(arm.arm)}(?: \[[^]|]*\])?) \|", re.MULTILINE)
+        text = pattern.sub(lambda m, arm=arm: f"| {flag_label(m.group(1), arm)} |", text)
+    return text
+
+
+def asking_for(stack: Any, asking: Asking) -> Asking:
+    """How a stack is asked: the A/A repeat past the answer cache (nothing read or kept there; its
+    run folder still resumes) and, where the server allows it, past its prompt cache; every other
+    stack as given."""
+    if not is_repeat(stack):
+        return asking
+    fresh = getattr(asking.backend, "without_prompt_cache", None)
+    backend = fresh() if callable(fresh) else asking.backend
+    settings = replace(asking.settings or RunSettings(), shared_prefixes=frozenset())  # no cache mark either
+    return replace(asking, backend=backend, cache_dir=None, settings=settings)
 
 
 def run_stacks(task: AblationTask, stacks: Sequence[Any], out: Path, asking: Asking, only: set[str] | None) -> None:
@@ -262,11 +313,11 @@ def run_stacks(task: AblationTask, stacks: Sequence[Any], out: Path, asking: Ask
     settings = asking.settings or RunSettings()
     if len(stacks) < 2 or settings.batch_poll_s is not None or not settings.interleave:
         for stack in stacks:
-            task.run(stack, out / stack.name, asking, only)
+            task.run(stack, out / stack.name, asking_for(stack, asking), only)
         return
 
     def run_one(stack: Any) -> None:
-        task.run(stack, out / stack.name, asking, only)
+        task.run(stack, out / stack.name, asking_for(stack, asking), only)
 
     run_interleaved(stacks, settings.concurrency, run_one, asking.backend.close)
 

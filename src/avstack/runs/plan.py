@@ -48,6 +48,7 @@ class StackBill:
     to_pay_requests: int = 0
     cache_read_tokens: int = 0  # of to_pay_input_tokens: predicted to come from the provider's prompt cache
     cache_write_tokens: int = 0  # of to_pay_input_tokens: predicted to be written to it (Anthropic)
+    adjacent_images: int = 0  # pictures touching another (no text between): a server may merge them
     notes: list[str] = field(default_factory=list)
 
 
@@ -156,14 +157,18 @@ def bill_request(
     images = videos = image_toks = sounds = audio_toks = 0
     text = req.system
     sizes = {} if sizes is None else sizes
-    for part in req.parts:
+    merges = merges_adjacent(model, counting)
+    paired = False  # this picture is the second of a pair the server takes as one
+    for k, part in enumerate(req.parts):
         if isinstance(part, Image):
             images += 1
             path = req.path_of(part)
             if path not in sizes:
                 sizes[path] = image_size(path)
             w, h = sizes[path]
-            image_toks += image_tokens(w, h, model, counting.detail, counting.image_rule) or 0
+            paired = merges and not paired and k > 0 and isinstance(req.parts[k - 1], Image)
+            if not paired:
+                image_toks += image_tokens(w, h, model, counting.detail, counting.image_rule) or 0
         elif isinstance(part, Video):
             videos += 1
         elif isinstance(part, Audio):
@@ -178,6 +183,39 @@ def bill_request(
     return images, videos, image_toks, count_text(text) if served is None else served, sounds, audio_toks
 
 
+# (server, image rule) pairs whose server takes two pictures that touch (no text between) as one
+# temporal pair: llama.cpp's Qwen2-VL (measured, docs/ablation.md "Merged pictures")
+MERGING = frozenset({("llama.cpp", "qwen2-vl"), ("llama.cpp", "qwen2-vl-llama.cpp")})
+
+
+def merges_adjacent(model: str, counting: Counting) -> bool:
+    return (counting.server_kind, image_rule(model, counting.image_rule)) in MERGING
+
+
+def adjacent_images(req: Request) -> int:
+    """Pictures in `req` that touch another picture (nothing between them)."""
+    touching = set()
+    for k in range(1, len(req.parts)):
+        if isinstance(req.parts[k], Image) and isinstance(req.parts[k - 1], Image):
+            touching |= {k - 1, k}
+    return len(touching)
+
+
+def input_uncertainty(
+    counted: tuple[int, ...], rule: str | None, model: str, text_how: str, server_counts: bool
+) -> int | None:
+    """How far the plan's input tokens for one request may be off: zero where the server counts the
+    text and the pictures follow a published rule; the text estimate's stated error otherwise; None
+    where a part has no rule (a video; a picture or sound of a model without one): not checkable."""
+    from avstack.runs.reconcile import text_error_of
+
+    images, videos, _, text_toks, sounds, _ = counted
+    if videos or (images and rule is None) or (sounds and audio_rule(model) is None):
+        return None
+    share, framing = (0.0, 0) if server_counts else text_error_of(text_how)
+    return round(share * text_toks) + (framing if share else 0)
+
+
 def plan_requests(
     stacks: Mapping[str, Sequence[Request]],
     model: str,
@@ -186,9 +224,11 @@ def plan_requests(
     counting: Counting | None = None,
     max_output_tokens: int = 512,
     prices_file: Path | None = None,
+    fresh: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The plan of asking `model` every request of every stack, in order (the first stack's
-    requests are paid first; a later stack's identical request comes from the answer cache)."""
+    requests are paid first; a later stack's identical request comes from the answer cache, unless
+    the stack is `fresh`: an A/A arm, asked again past every cache)."""
     counting = counting or Counting()
     count_text, text_how = text_counter()
     rule = image_rule(model, counting.image_rule)
@@ -208,15 +248,24 @@ def plan_requests(
     shared = shared_prefixes(r for reqs in stacks.values() for r in reqs)
     prefixes = PrefixCache(family.cache, len(stacks), prefix_tokens, shared) if family and family.cache else None
     breaches: list[Breach] = []
+    # each request's input tokens and how far they may be off, by item: what the server's count is
+    # held to after the run (avstack.runs.reconcile)
+    inputs: dict[str, dict[str, list[int | None]]] = {name: {} for name in stacks}
+    asked_again = set(fresh)
     for name, req in send_order(stacks, counting.clip_major):
         bill = bills[name]
         counted = bill_request(req, model, counting, count_text, sizes)
+        bill.adjacent_images += adjacent_images(req)
+        item_key = str(req.meta.get("item_id") or req.meta.get("clip_id") or "?")
+        unc = input_uncertainty(counted, rule, model, text_how, counting.server is not None)
+        inputs[name][item_key] = [counted[2] + counted[3] + counted[5], unc]
         images, videos, image_toks, text_toks, sounds, audio_toks = counted
         if family is not None:  # every request against the provider's limits, before any is sent
             item = str(req.meta.get("item_id") or req.meta.get("clip_id") or "?")
             toks = (image_toks + text_toks + audio_toks, image_toks)
             breaches += breaches_of(name, item, measure(req, sizes), family.limits, toks)
-        key = request_key(backend_id, req)
+        # the A/A arm asks again what its baseline asked: its own key, paid like any arm
+        key = request_key(backend_id + ("|aa" if name in asked_again else ""), req)
         bill.requests += 1
         bill.images += images
         bill.videos += videos
@@ -232,7 +281,7 @@ def plan_requests(
             bill.to_pay_requests += 1
             bill.to_pay_input_tokens += image_toks + text_toks + audio_toks
             bill.to_pay_audio_tokens += audio_toks
-            if prefixes is not None:
+            if prefixes is not None and name not in asked_again:  # the A/A arm asks past the server's cache
                 read, written = prefixes.predict(req)
                 bill.cache_read_tokens += min(read, image_toks + text_toks + audio_toks)
                 bill.cache_write_tokens += written
@@ -272,6 +321,7 @@ def plan_requests(
         "prices_read_on": read_on,
         "price_usd_per_1m": None if price is None else {"input": price.input, "output": price.output},
         "stacks": {name: vars(b) for name, b in bills.items()},
+        "inputs": inputs,
         "prompt_cache": cache_said(family, counting.clip_major, len(stacks)),
         "limits": limits_said(family, breaches),
         "total": {

@@ -8,6 +8,7 @@ endpoints (`*.openai.azure.com`, or `OPENAI_API_VERSION` set) go through `AzureO
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from typing import Any
@@ -138,6 +139,16 @@ class OpenAICompat(BackendBase):
     def counts_text_by(self) -> str | None:
         return self.probe.how if self.probe is not None else None
 
+    prompt_cache = True  # False: ask the server not to serve this back-end's prompts from its cache
+
+    def without_prompt_cache(self) -> OpenAICompat:
+        """This back-end, asking the server to compute every prompt afresh where it allows it
+        (llama.cpp's `cache_prompt: false`; OpenAI's and vLLM's automatic caches cannot be turned
+        off per request): the A/A arm's noise floor without the cache's other arithmetic."""
+        fresh = copy.copy(self)
+        fresh.prompt_cache = False
+        return fresh
+
     def server_kind(self) -> str | None:
         """llama.cpp or vllm, as the server says (its prefix cache); None for OpenAI's own API."""
         return (self.probe.kind() or None) if self.probe is not None else None
@@ -151,6 +162,8 @@ class OpenAICompat(BackendBase):
         }
         if self.json_mode:
             body["response_format"] = {"type": "json_object"}
+        if not self.prompt_cache and self.server_kind() == "llama.cpp":
+            body["extra_body"] = {"cache_prompt": False}  # computed afresh, not from its slot's cache
         if self.probe is None and request.shared_prefix:
             # OpenAI routes requests with one key to one cache: a clip's stacks, which begin alike
             body["prompt_cache_key"] = prefix_digest(request)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import cv2
@@ -12,6 +12,7 @@ import numpy as np
 from avstack.io import atomic_write
 from avstack.media.images import resize_max_side
 from avstack.prompting.messages import Image, Request, Text
+from avstack.prompting.stacks import REPEAT, Changes
 from avstack.tasks.egogap.data import Item, image_path
 from avstack.tasks.egogap.prompt import STYLES, build_prompt, drop_off_vantage, shuffled, swap_motor
 
@@ -26,6 +27,7 @@ class EgoGapStack:
     options: str = "all"  # all | n3 (drop the off-vantage option) | swap_motor
     shuffle_seed: int | None = None
     max_side: int = 512  # for `downscale`
+    repeat: bool = False  # the A/A arm: the same requests asked again (runs.noise)
 
     def __post_init__(self) -> None:
         for value, allowed, what in (
@@ -43,7 +45,30 @@ class EgoGapStack:
             parts.append(self.options)
         if self.shuffle_seed is not None:
             parts.append(f"shuffle{self.shuffle_seed}")
-        return "-".join(parts)
+        return "-".join(parts) + ("-aa" if self.repeat else "")
+
+    def changes_from(self, other: object) -> Changes | None:
+        """What this condition may change in `other`'s requests when it is one step from it (the
+        engine's arm integrity check, avstack.runs.integrity); None when it is not."""
+        if not isinstance(other, EgoGapStack) or other == self:
+            return None
+        if self.repeat or other.repeat:
+            return REPEAT if self.repeat and replace(self, repeat=False) == other else None
+        moved = [
+            f
+            for f in ("style", "image", "options", "shuffle_seed", "max_side")
+            if getattr(self, f) != getattr(other, f)
+        ]
+        if moved == ["image"] or moved == ["max_side"]:
+            # the picture transformed (flipped, gray, smaller) one for one, or none (text)
+            return Changes(
+                f"image {other.image} -> {self.image}", images="fewer" if self.image == "text" else "replaced"
+            )
+        if moved == ["options"] or moved == ["shuffle_seed"]:
+            return Changes(f"options {moved[0]}", text="region")  # the option lines only
+        if moved == ["style"]:
+            return Changes(f"style {other.style} -> {self.style}", text="any")
+        return None
 
 
 def present(items: list[Item], stack: EgoGapStack) -> list[Item]:

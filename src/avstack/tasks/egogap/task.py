@@ -48,7 +48,7 @@ def run_job(job: RunJob) -> Outcome:
     return Outcome(markdown_table(*score_rows([(job.model, stack.name, result)])), notes, bool(notes), result=result)
 
 
-EGOGAP_OPTIONS = frozenset({"variants", "cluster", "until"})  # no anchors: no drops, subsets or time formats
+EGOGAP_OPTIONS = frozenset({"variants", "cluster", "until", "aa"})  # no anchors: no drops, subsets or time formats
 
 
 def condition(token: str, base: EgoGapStack) -> EgoGapStack:
