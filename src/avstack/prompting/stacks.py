@@ -99,7 +99,9 @@ def axis_changes(axis: str, a: object, b: object) -> Changes:
     if axis == "layout":
         return Changes(f"layout {a} -> {b}", order="permuted")
     if axis == "budget":
-        return Changes("frame budget", text="fewer", images="fewer")
+        # another budget picks other frames by time (not a subset): their pictures, tags and the
+        # last-frame line change; the clip's sound and video and the parts' order may not
+        return Changes("frame budget", text="any", images="any")
     # packing asks a video's questions in one request: its requests are not the unpacked ones
     return Changes(f"{axis} {a} -> {b}", text="any", images="any", media="any", order="permuted")
 

@@ -196,17 +196,16 @@ def _replaced(old: Sequence[Atom], new: Sequence[Atom], changes: Changes, counts
         counts.lines_removed += len(old_text)
         counts.lines_added += len(new_text)
         return None
-    # a line whose words were partly deleted (the words that introduce a dropped cue)
-    if len(old_text) == len(new_text) and changes.text in ("tags", "retag", "fewer"):
-        if all(shortened(o.key, n.key) for o, n in zip(old_text, new_text)):
-            counts.lines_shortened += len(new_text)
-            return None
-    rest_new = list(new_text)
+    # lines whose words were partly deleted (the words that introduce a dropped cue), paired in order;
+    # the rest are removed or added lines, each judged on its own
+    removed, rest_new = [], list(new_text)
     for x in old_text:
-        bad = _one_sided([x], True, changes, counts)
-        if bad:
-            return bad
-    return _one_sided(rest_new, False, changes, counts)
+        if rest_new and changes.text in ("tags", "retag", "fewer") and shortened(x.key, rest_new[0].key):
+            counts.lines_shortened += 1
+            rest_new.pop(0)
+        else:
+            removed.append(x)
+    return _one_sided(removed, True, changes, counts) or _one_sided(rest_new, False, changes, counts)
 
 
 def _count_media(kind: str, removed: int, added: int, counts: ArmCounts) -> None:
@@ -303,7 +302,7 @@ def arms_of(stacks: Sequence[Any]) -> list[Arm]:
         declares = getattr(stack, "changes_from", None)
         if not callable(declares):
             continue
-        for other in [*stacks[:k][::-1], *stacks[k + 1 :]]:
+        for other in stacks[:k][::-1]:  # the nearest earlier one (the baseline comes first, an A/A arm last)
             changes = declares(other)
             if changes is not None:
                 out.append(Arm(stack.name, other.name, changes))

@@ -22,6 +22,7 @@ from avstack.analysis.tables import markdown_table
 from avstack.io import read_jsonl_objects, write_json_atomic
 from avstack.runs.reconcile import item_of_record
 
+
 def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     """Wilson score interval of a proportion k/n (95% by default)."""
     if n == 0:

@@ -157,7 +157,7 @@ def bill_request(
     images = videos = image_toks = sounds = audio_toks = 0
     text = req.system
     sizes = {} if sizes is None else sizes
-    merges = merges_adjacent(model, counting)
+    merges = merges_adjacent(req, counting)
     paired = False  # this picture is the second of a pair the server takes as one
     for k, part in enumerate(req.parts):
         if isinstance(part, Image):
@@ -183,13 +183,11 @@ def bill_request(
     return images, videos, image_toks, count_text(text) if served is None else served, sounds, audio_toks
 
 
-# (server, image rule) pairs whose server takes two pictures that touch (no text between) as one
-# temporal pair: llama.cpp's Qwen2-VL (measured, docs/ablation.md "Merged pictures")
-MERGING = frozenset({("llama.cpp", "qwen2-vl"), ("llama.cpp", "qwen2-vl-llama.cpp")})
-
-
-def merges_adjacent(model: str, counting: Counting) -> bool:
-    return (counting.server_kind, image_rule(model, counting.image_rule)) in MERGING
+def merges_adjacent(req: Request, counting: Counting) -> bool:
+    """Does the server take two touching pictures of `req` as one (asked of the server, once, only
+    where a request has such pictures: llama.cpp builds differ, docs/ablation.md "Merged pictures")."""
+    ask = getattr(counting.server, "merges_adjacent_images", None)
+    return callable(ask) and adjacent_images(req) > 0 and bool(ask())
 
 
 def adjacent_images(req: Request) -> int:
@@ -257,7 +255,8 @@ def plan_requests(
         counted = bill_request(req, model, counting, count_text, sizes)
         bill.adjacent_images += adjacent_images(req)
         item_key = str(req.meta.get("item_id") or req.meta.get("clip_id") or "?")
-        unc = input_uncertainty(counted, rule, model, text_how, counting.server is not None)
+        served = counting.server is not None and counting.server.counts_text_by() is not None
+        unc = input_uncertainty(counted, rule, model, text_how, served)
         inputs[name][item_key] = [counted[2] + counted[3] + counted[5], unc]
         images, videos, image_toks, text_toks, sounds, audio_toks = counted
         if family is not None:  # every request against the provider's limits, before any is sent

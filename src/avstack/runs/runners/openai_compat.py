@@ -139,6 +139,10 @@ class OpenAICompat(BackendBase):
     def counts_text_by(self) -> str | None:
         return self.probe.how if self.probe is not None else None
 
+    def merges_adjacent_images(self) -> bool:
+        """Whether the server takes two touching pictures as one (asked once; False for OpenAI)."""
+        return self.probe.merges_adjacent_images(self.model) if self.probe is not None else False
+
     prompt_cache = True  # False: ask the server not to serve this back-end's prompts from its cache
 
     def without_prompt_cache(self) -> OpenAICompat:

