@@ -268,7 +268,8 @@ def two_slots(tmp_path_factory):
 def test_on_a_real_server_with_two_slots_every_arm_sees_what_was_planned(prepared, two_slots, tmp_path):
     out = tmp_path / "abl"
     args = ["ablate", prepared, "--model", MODEL, "--base-url", two_slots["base"], "--concurrency", "2",
-            "--drop", "frame_ts", "--drop", "word_ts", "--aa", "--strict-inputs", "--max-tokens", "16", "--out", out]  # fmt: skip
+            "--drop", "frame_ts", "--drop", "word_ts", "--aa", "--strict-inputs", "--max-tokens", "16",
+            "--out", out]  # fmt: skip
     res = _invoke(args)
     assert res.exit_code == 0, res.output
     seen = {a["arm"]: a for a in json.loads((out / "inputs.json").read_text())["reported"]}

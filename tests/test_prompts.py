@@ -222,7 +222,7 @@ def test_an_undefined_variable_names_itself_and_its_line(prepared, user_prompts,
 def test_prompts_check_says_where_frames_go(user_prompts):
     res = CliRunner().invoke(app, ["prompts", "check", str(user_prompts)])
     assert res.exit_code == 0, res.output
-    assert "frames: parts 1..15; the first follows '<timestamp_ms>0'" in res.output
+    assert "frames: parts 1..22; the first follows '<timestamp_ms>0'" in res.output
     shutil.copytree(user_prompts, user_prompts.parent / "broken")
     (user_prompts.parent / "broken" / "user.j2").write_text("{{ instruction }}\n")
     res = CliRunner().invoke(app, ["prompts", "check", str(user_prompts.parent / "broken")])

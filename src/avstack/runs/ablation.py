@@ -10,7 +10,6 @@ out is refused before anything runs (`refused`), never dropped. The engine knows
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,9 +28,9 @@ from avstack.prompting.stacks import VARIANTS, Stack, Subset, make_stack, subset
 from avstack.runs.engine import Asking, RunSettings
 from avstack.runs.integrity import arms_of, changes_section, check_arms
 from avstack.runs.interleave import run_interleaved
-from avstack.runs.noise import noise_section
+from avstack.runs.noise import asking_for, is_repeat, noise_section
 from avstack.runs.plan import Counting, plan_requests, usage_section, write_plan
-from avstack.runs.reconcile import ArmInputs, as_json, flag_label, inputs_section, reconcile
+from avstack.runs.reconcile import as_json, inputs_section, marked, reconcile
 
 UNTIL = ("all", "decided")
 # every option of an ablation of input stacks (AblationSpec.asks_for names): what EcoG and videoqa honour
@@ -204,10 +203,6 @@ def arms(task: AblationTask, spec: AblationSpec) -> list[Any]:
     return [*stacks, replace(stacks[0], repeat=True)] if spec.aa and stacks else stacks
 
 
-def is_repeat(stack: Any) -> bool:
-    return bool(getattr(stack, "repeat", False))
-
-
 # ------------------------------------------------------------------------------------ plan and run
 
 
@@ -283,27 +278,6 @@ def ablate(
     summary = marked(report.summary, seen) + (joined + "\n" if sections else "") + noise + stopped
     departed = {a.arm: a.said() for a in seen if a.flagged}
     return Report(summary, text, report.path, report.failed, departed)
-
-
-def marked(text: str, seen: Sequence[ArmInputs]) -> str:
-    """Every table row of the report that names a flagged arm gets the flag beside its name, so
-    its delta is read with it (the row's first cell is the arm's label)."""
-    for arm in (a for a in seen if a.flagged):
-        pattern = re.compile(rf"^\| ((?:[^|]*\s)?{re.escape(arm.arm)}(?: \[[^]|]*\])?) \|", re.MULTILINE)
-        text = pattern.sub(lambda m, arm=arm: f"| {flag_label(m.group(1), arm)} |", text)
-    return text
-
-
-def asking_for(stack: Any, asking: Asking) -> Asking:
-    """How a stack is asked: the A/A repeat past the answer cache (nothing read or kept there; its
-    run folder still resumes) and, where the server allows it, past its prompt cache; every other
-    stack as given."""
-    if not is_repeat(stack):
-        return asking
-    fresh = getattr(asking.backend, "without_prompt_cache", None)
-    backend = fresh() if callable(fresh) else asking.backend
-    settings = replace(asking.settings or RunSettings(), shared_prefixes=frozenset())  # no cache mark either
-    return replace(asking, backend=backend, cache_dir=None, settings=settings)
 
 
 def run_stacks(task: AblationTask, stacks: Sequence[Any], out: Path, asking: Asking, only: set[str] | None) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,8 +127,14 @@ def atoms(req: Request, memo: dict[Path, str] | None = None) -> list[Atom]:
     return out
 
 
+INDEX_TAG = re.compile(r"^<frame_index>\d+$")  # the `index` format's tag tells a position, no time
+
+
 def is_tag(line: str) -> bool:
-    return any(parse_frame_tag(fmt, line.strip()) is not None for fmt in TAG_FORMATS) if line.strip() else False
+    line = line.strip()
+    return bool(line) and (
+        any(parse_frame_tag(f, line) is not None for f in TAG_FORMATS) or bool(INDEX_TAG.match(line))
+    )
 
 
 def shortened(before: str, after: str) -> bool:

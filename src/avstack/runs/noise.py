@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 from avstack.analysis.stats import paired_bootstrap_ci
 from avstack.analysis.tables import markdown_table
 from avstack.io import read_jsonl_objects, write_json_atomic
+from avstack.runs.engine import Asking, RunSettings
 from avstack.runs.reconcile import item_of_record
 
 
@@ -127,3 +129,19 @@ def noise_section(task: Any, scored: Sequence[Any], out: Path) -> str:
             "",
         ]
     )
+
+
+def is_repeat(stack: Any) -> bool:
+    return bool(getattr(stack, "repeat", False))
+
+
+def asking_for(stack: Any, asking: Asking) -> Asking:
+    """How a stack is asked: the A/A repeat past the answer cache (nothing read or kept there; its
+    run folder still resumes) and, where the server allows it, past its prompt cache; every other
+    stack as given."""
+    if not is_repeat(stack):
+        return asking
+    fresh = getattr(asking.backend, "without_prompt_cache", None)
+    backend = fresh() if callable(fresh) else asking.backend
+    settings = replace(asking.settings or RunSettings(), shared_prefixes=frozenset())  # no cache mark either
+    return replace(asking, backend=backend, cache_dir=None, settings=settings)

@@ -28,6 +28,7 @@ from avstack.runs.cost import (
 from avstack.runs.engine import AnswerCache, request_key
 from avstack.runs.limits import Breach, breaches_of, limits_said, measure
 from avstack.runs.providers import CacheRule, Family, family_of
+from avstack.runs.reconcile import adjacent_images, input_uncertainty
 
 
 @dataclass
@@ -188,30 +189,6 @@ def merges_adjacent(req: Request, counting: Counting) -> bool:
     where a request has such pictures: llama.cpp builds differ, docs/ablation.md "Merged pictures")."""
     ask = getattr(counting.server, "merges_adjacent_images", None)
     return callable(ask) and adjacent_images(req) > 0 and bool(ask())
-
-
-def adjacent_images(req: Request) -> int:
-    """Pictures in `req` that touch another picture (nothing between them)."""
-    touching = set()
-    for k in range(1, len(req.parts)):
-        if isinstance(req.parts[k], Image) and isinstance(req.parts[k - 1], Image):
-            touching |= {k - 1, k}
-    return len(touching)
-
-
-def input_uncertainty(
-    counted: tuple[int, ...], rule: str | None, model: str, text_how: str, server_counts: bool
-) -> int | None:
-    """How far the plan's input tokens for one request may be off: zero where the server counts the
-    text and the pictures follow a published rule; the text estimate's stated error otherwise; None
-    where a part has no rule (a video; a picture or sound of a model without one): not checkable."""
-    from avstack.runs.reconcile import text_error_of
-
-    images, videos, _, text_toks, sounds, _ = counted
-    if videos or (images and rule is None) or (sounds and audio_rule(model) is None):
-        return None
-    share, framing = (0.0, 0) if server_counts else text_error_of(text_how)
-    return round(share * text_toks) + (framing if share else 0)
 
 
 def plan_requests(

@@ -10,12 +10,15 @@ where a part has no rule: a video, a picture or sound of a model without one).""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from avstack.io import read_jsonl_objects
+from avstack.prompting.messages import Image, Request
+from avstack.runs.cost import audio_rule
 
 # the stated error of a text estimate, as a share of its tokens plus a request's framing
 TEXT_ERROR = {"server": (0.0, 0), "tiktoken": (0.05, 12), "estimate": (0.25, 12)}
@@ -58,6 +61,28 @@ ID_FIELDS = ("pack", "video_name", "id", "clip_id", "uid", "item_id")
 def item_of_record(rec: Mapping[str, Any], known: Any) -> str | None:
     """The item a prediction line answers: the first of its id fields whose value is a known item."""
     return next((str(rec[f]) for f in ID_FIELDS if f in rec and str(rec[f]) in known), None)
+
+
+def adjacent_images(req: Request) -> int:
+    """Pictures in `req` that touch another picture (nothing between them)."""
+    touching = set()
+    for k in range(1, len(req.parts)):
+        if isinstance(req.parts[k], Image) and isinstance(req.parts[k - 1], Image):
+            touching |= {k - 1, k}
+    return len(touching)
+
+
+def input_uncertainty(
+    counted: tuple[int, ...], rule: str | None, model: str, text_how: str, server_counts: bool
+) -> int | None:
+    """How far the plan's input tokens for one request may be off: zero where the server counts the
+    text and the pictures follow a published rule; the text estimate's stated error otherwise; None
+    where a part has no rule (a video; a picture or sound of a model without one): not checkable."""
+    images, videos, _, text_toks, sounds, _ = counted
+    if videos or (images and rule is None) or (sounds and audio_rule(model) is None):
+        return None
+    share, framing = (0.0, 0) if server_counts else text_error_of(text_how)
+    return round(share * text_toks) + (framing if share else 0)
 
 
 @dataclass
@@ -165,6 +190,15 @@ def inputs_section(arms: list[ArmInputs], strict: bool) -> str:
 def flag_label(label: str, arm: ArmInputs) -> str:
     """An arm's label in the report's tables, marked where the server saw other input than planned."""
     return f"{label} [INPUT {100 * arm.share:+.1f}%]" if arm.flagged else label
+
+
+def marked(text: str, seen: Sequence[ArmInputs]) -> str:
+    """Every table row of the report that names a flagged arm gets the flag beside its name, so
+    its delta is read with it (the row's first cell is the arm's label)."""
+    for arm in (a for a in seen if a.flagged):
+        pattern = re.compile(rf"^\| ((?:[^|]*\s)?{re.escape(arm.arm)}(?: \[[^]|]*\])?) \|", re.MULTILINE)
+        text = pattern.sub(lambda m, arm=arm: f"| {flag_label(m.group(1), arm)} |", text)
+    return text
 
 
 def as_json(arms: list[ArmInputs]) -> list[dict[str, Any]]:
