@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -192,12 +193,17 @@ def flag_label(label: str, arm: ArmInputs) -> str:
     return f"{label} [INPUT {100 * arm.share:+.1f}%]" if arm.flagged else label
 
 
+def _relabel(m: re.Match[str], arm: ArmInputs) -> str:
+    return f"| {flag_label(m.group(1), arm)} |"
+
+
 def marked(text: str, seen: Sequence[ArmInputs]) -> str:
     """Every table row of the report that names a flagged arm gets the flag beside its name, so
     its delta is read with it (the row's first cell is the arm's label)."""
     for arm in (a for a in seen if a.flagged):
         pattern = re.compile(rf"^\| ((?:[^|]*\s)?{re.escape(arm.arm)}(?: \[[^]|]*\])?) \|", re.MULTILINE)
-        text = pattern.sub(lambda m, arm=arm: f"| {flag_label(m.group(1), arm)} |", text)
+        label = partial(_relabel, arm=arm)
+        text = pattern.sub(label, text)
     return text
 
 
