@@ -26,6 +26,7 @@ from avstack.runs.cost import (
     wav_duration_ms,
 )
 from avstack.runs.engine import AnswerCache, request_key
+from avstack.runs.integrity import item_of
 from avstack.runs.limits import Breach, breaches_of, limits_said, measure
 from avstack.runs.providers import CacheRule, Family, family_of
 from avstack.runs.reconcile import adjacent_images, input_uncertainty
@@ -186,7 +187,8 @@ def bill_request(
 
 def merges_adjacent(req: Request, counting: Counting) -> bool:
     """Does the server take two touching pictures of `req` as one (asked of the server, once, only
-    where a request has such pictures: llama.cpp builds differ, docs/ablation.md "Merged pictures")."""
+    where a request has such pictures): llama.cpp builds differ (docs/ablation.md, "Each arm
+    differs by its cue alone")."""
     ask = getattr(counting.server, "merges_adjacent_images", None)
     return callable(ask) and adjacent_images(req) > 0 and bool(ask())
 
@@ -231,13 +233,12 @@ def plan_requests(
         bill = bills[name]
         counted = bill_request(req, model, counting, count_text, sizes)
         bill.adjacent_images += adjacent_images(req)
-        item_key = str(req.meta.get("item_id") or req.meta.get("clip_id") or "?")
+        item = item_of(req)
         served = counting.server is not None and counting.server.counts_text_by() is not None
         unc = input_uncertainty(counted, rule, model, text_how, served)
-        inputs[name][item_key] = [counted[2] + counted[3] + counted[5], unc]
+        inputs[name][item] = [counted[2] + counted[3] + counted[5], unc]
         images, videos, image_toks, text_toks, sounds, audio_toks = counted
         if family is not None:  # every request against the provider's limits, before any is sent
-            item = str(req.meta.get("item_id") or req.meta.get("clip_id") or "?")
             toks = (image_toks + text_toks + audio_toks, image_toks)
             breaches += breaches_of(name, item, measure(req, sizes), family.limits, toks)
         # the A/A arm asks again what its baseline asked: its own key, paid like any arm

@@ -122,6 +122,11 @@ class ArmInputs:
         )
 
 
+def _planned_pair(want: Any) -> bool:
+    """A plan entry [tokens, uncertainty] with both counts (uncertainty None: not checkable)."""
+    return isinstance(want, list) and len(want) == 2 and all(type(v) is int and v >= 0 for v in want)
+
+
 def likely_cause(arm: ArmInputs) -> str:
     if arm.departure < 0 and arm.adjacent_images:
         return (
@@ -148,14 +153,15 @@ def reconcile(plan: Mapping[str, Any], predictions: Mapping[str, Path]) -> list[
                 continue  # not sent, or no answer: counted among the request failures
             item = item_of_record(rec, planned)
             want, got = planned.get(item) if item else None, reported_input(rec.get("usage"))
-            if not isinstance(want, list) or want[1] is None or got is None:
+            if not _planned_pair(want) or got is None:  # plan.json is input too: a malformed entry is unchecked
                 arm.uncheckable += 1
                 continue
+            tokens, error = want  # type: ignore[misc]  # a checked [int, int]
             arm.requests += 1
-            arm.planned += int(want[0])
+            arm.planned += tokens
             arm.reported += got
-            arm.uncertainty += int(want[1])
-            arm.departing += abs(got - int(want[0])) > int(want[1])
+            arm.uncertainty += error
+            arm.departing += abs(got - tokens) > error
         arm.cause = likely_cause(arm) if arm.flagged else ""
         out.append(arm)
     return out
