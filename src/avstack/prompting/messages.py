@@ -110,17 +110,27 @@ def data_url(path: Path) -> str:
 
 
 AUDIO_AS = ("input_audio", "audio_url")  # how a chat-completions server takes a sound (see to_openai)
+VIDEO_AS = ("video_url", "input_video")  # how it takes a video file: builds of llama.cpp differ
 
 
 def to_openai(
-    req: Request, media: str = "data", detail: str | None = None, audio_as: str = "input_audio"
+    req: Request,
+    media: str = "data",
+    detail: str | None = None,
+    audio_as: str = "input_audio",
+    video_as: str = "video_url",
 ) -> list[dict[str, Any]]:
     """Chat-completions messages; media as data URLs (`data`) or file paths (`path`). A sound goes
     as OpenAI's `input_audio` part (`{"data": base64 of the file, "format": "wav"}`, as the
     gpt-4o-audio models take it; vLLM takes it too) or, with `audio_as="audio_url"`, as vLLM's
-    `audio_url` part (`{"url": data URL}`, what its Qwen-Omni examples send)."""
+    `audio_url` part (`{"url": data URL}`, what its Qwen-Omni examples send). A video file goes as
+    a `video_url` part (vLLM, llama.cpp's source builds) or, with `video_as="input_video"`, as
+    `{"data": base64 of the file, "format": "mp4"}` (the llama-server of the skulk wheel, build
+    7e4c0a9, which answers a `video_url` part "unsupported content[].type")."""
     if audio_as not in AUDIO_AS:
         raise ValueError(f"audio_as: expected one of {', '.join(AUDIO_AS)}, got {audio_as!r}")
+    if video_as not in VIDEO_AS:
+        raise ValueError(f"video_as: expected one of {', '.join(VIDEO_AS)}, got {video_as!r}")
 
     def url(part: Image | Video | Audio) -> str:
         path = req.path_of(part)
@@ -133,6 +143,13 @@ def to_openai(
         data = base64.b64encode(path.read_bytes()).decode() if media == "data" else str(path)
         return {"type": "input_audio", "input_audio": {"data": data, "format": path.suffix.lstrip(".").lower()}}
 
+    def video(part: Video) -> dict[str, Any]:
+        if video_as == "video_url":
+            return {"type": "video_url", "video_url": {"url": url(part)}}
+        path = req.path_of(part)
+        data = base64.b64encode(path.read_bytes()).decode() if media == "data" else str(path)
+        return {"type": "input_video", "input_video": {"data": data, "format": path.suffix.lstrip(".").lower()}}
+
     content: list[dict[str, Any]] = []
     for p in req.parts:
         if isinstance(p, Text):
@@ -143,7 +160,7 @@ def to_openai(
                 img["detail"] = detail
             content.append({"type": "image_url", "image_url": img})
         elif isinstance(p, Video):
-            content.append({"type": "video_url", "video_url": {"url": url(p)}})
+            content.append(video(p))
         elif isinstance(p, Audio):
             content.append(sound(p))
     user = {"role": "user", "content": content}

@@ -66,6 +66,8 @@ class OpenAICompat(BackendBase):
         if audio_as not in AUDIO_AS:
             raise ValueError(f"--audio-as: expected one of {', '.join(AUDIO_AS)}, got {audio_as!r}")
         self.audio_as = audio_as
+        # how a video file goes: `video_url` until a server refuses that part's type (see answer)
+        self.video_as = "video_url"
         # the part kinds this server said it cannot take (its first refusal): later requests that
         # carry one are refused before they are sent
         self._refused: dict[str, str] = {}
@@ -160,7 +162,7 @@ class OpenAICompat(BackendBase):
     def body(self, request: Request) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": to_openai(request, "data", self.image_detail, self.audio_as),
+            "messages": to_openai(request, "data", self.image_detail, self.audio_as, self.video_as),
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
         }
@@ -181,6 +183,8 @@ class OpenAICompat(BackendBase):
             resp = self._client.chat.completions.create(**self.body(request), **self._no_auth)
         except openai.APIStatusError as exc:
             detail = _detail(exc)
+            if self._takes_the_other_video_part(request, exc.status_code, detail):
+                return self.answer(request, truth)  # the same video, in the part this server names
             kind = unsupported_input(detail)
             if kind is not None:  # the same for every request with such a part: final, and remembered
                 self._refused[kind] = (
@@ -207,6 +211,17 @@ class OpenAICompat(BackendBase):
         if isinstance(timings, dict):  # llama.cpp: the prompt tokens it reused from its cache and evaluated
             usage["timings"] = {k: timings[k] for k in ("cache_n", "prompt_n") if isinstance(timings.get(k), int)}
         return Answer(text or "", usage)
+
+    def _takes_the_other_video_part(self, request: Request, status: int, detail: str) -> bool:
+        """A server that refuses the `video_url` part's type (llama.cpp builds differ: the skulk
+        wheel's takes `input_video`) is sent that part from now on; True when the request should be
+        sent again so. The same bytes go either way, so nothing the run measures changes."""
+        if status != 400 or "unsupported content[].type" not in detail or self.video_as != "video_url":
+            return False
+        if self.probe is None or "video" not in parts_of(request):
+            return False
+        self.video_as = "input_video"
+        return True
 
     def batch_client(self) -> Any:
         """The official client and the request bodies, for the Batch API (avstack.runs.batch)."""

@@ -24,7 +24,13 @@ TINY_PNG = (
     "data:image/png;base64,"
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg=="
 )
-MEDIA_TYPES = {"image_url": "image", "video_url": "video", "input_audio": "audio", "audio_url": "audio"}
+MEDIA_TYPES = {
+    "image_url": "image",
+    "video_url": "video",
+    "input_video": "video",
+    "input_audio": "audio",
+    "audio_url": "audio",
+}
 MODALITY = {"image": "vision", "video": "video", "audio": "audio"}  # llama.cpp's /props names
 
 
