@@ -120,7 +120,7 @@ def test_a_request_the_server_cannot_take_is_refused_before_sending_and_video_go
     assert len(refused) <= 1 and all(part == "video_url" for part, _, _ in refused), [v[:2] for v in videos]
     assert len(videos) == len(rows) + len(refused)  # every clip's file reached the server, in a part it takes
     kinds = [part for part, _, _ in videos]
-    assert len(set(kinds[len(refused):])) == 1  # one part from then on (concurrency 1: the first was refused)
+    assert len(set(kinds[len(refused) :])) == 1  # one part from then on (concurrency 1: the first was refused)
     if refused:
         assert kinds[0] == "video_url" and kinds[1] == "input_video", kinds
     if shutil.which("ffmpeg"):  # llama-server decodes a video with the ffmpeg on its PATH
