@@ -70,7 +70,15 @@ def prepare(
         str | None, typer.Option(help="Ray cluster address (default RAY_ADDRESS; else a local Ray is started)")
     ] = None,
     audio_track: Annotated[
-        int | None, typer.Option(help="Audio track to hear (0 = first; default: the one marked default, or the first)")
+        int | None, typer.Option(help="Audio track to hear (0 = the first audio track; default: ffmpeg's pick)")
+    ] = None,
+    video_stream: Annotated[
+        int | None,
+        typer.Option(help="The file's video stream to see, by its index as ffprobe lists it (default: ffmpeg's pick)"),
+    ] = None,
+    audio_stream: Annotated[
+        str | None,
+        typer.Option(help="The file's audio stream to hear: its index as ffprobe lists it, or a language (eng, de)"),
     ] = None,
     include: Annotated[
         list[str] | None, typer.Option(help="Also take files matching this glob as videos (repeatable): '*.dat'")
@@ -107,6 +115,8 @@ def prepare(
             threads=threads,
             asr_threads=asr_threads,
             audio_track=audio_track,
+            video_stream=video_stream,
+            audio_stream=audio_stream,
         )
     n, bad = report.count, report.failed
     typer.echo(f"prepared {n - len(bad)}/{n} clips into {out} ({report.cache_hits} from cache)")
@@ -114,6 +124,10 @@ def prepare(
         from avstack.profiling import line
 
         typer.echo(line(report.profile))
+    for choice in report.stream_choices[:20]:  # a file with several video or audio streams
+        typer.echo(f"  streams {choice}")
+    if len(report.stream_choices) > 20:
+        typer.echo(f"  ... and {len(report.stream_choices) - 20} more clips with several streams of a kind")
     for name in report.skipped[:20]:
         typer.echo(f"  skipped {name}: not a video by its name (--include GLOB to take it)", err=True)
     if len(report.skipped) > 20:

@@ -57,6 +57,7 @@ NAMES = [
     "stereo_44k.mp4",
     "trimmed.mp4",
     "two_tracks.mkv",
+    "two_videos.mp4",
     "vfr.mp4",
     "video_late.mp4",
     "vp9_opus.webm",
@@ -130,7 +131,7 @@ def test_the_default_track_is_heard_and_another_can_be_chosen(built, prepared_cl
 def test_the_last_frame_is_the_last_one_displayed(built, prepared_clips):
     for name, rec in prepared_clips[2].items():
         assert rec.last_frame is not None and rec.last_frame.pts_ms == max(media.all_frame_times(built[0] / name))
-        shown = awkward.ffprobe_frame_times(built[0] / name)
+        shown = awkward.ffprobe_frame_times(built[0] / name, str(rec.streams["video"]["index"]))
         assert rec.last_frame.index == len(shown) - 1, name  # counted as presented (ffprobe)
 
 
@@ -207,3 +208,56 @@ def test_a_folder_prepared_by_an_older_avstack_is_refused_in_one_line(prepared_c
     (old / "prepare.json").write_text(json.dumps(meta))
     with pytest.raises(DataError, match=r"format 1; this avstack reads format 2\): re-run `avstack prepare`"):
         load_manifest(old)
+
+
+def test_a_file_whose_second_video_stream_is_the_default_shows_that_one(built, prepared_clips, tmp_path):
+    """Two video streams, the second marked default (as torchcodec's nasa_13013.mp4): the clip is
+    the one ffmpeg and PyAV's streams.best show, the summary says so, and --video-stream picks."""
+    import av
+    from avstack_cli.app import app
+    from typer.testing import CliRunner
+
+    root, truths = built
+    out, report, recs = prepared_clips
+    path = root / "two_videos.mp4"
+    with av.open(str(path)) as container:
+        best = container.streams.best("video").index
+        assert best != container.streams.video[0].index  # the case is the one it claims to be
+    video = recs["two_videos.mp4"].streams["video"]
+    assert video["index"] == best and video["of"] == [0, 1] and "ffmpeg's pick of 2 video streams" in video["why"]
+    assert any(c.startswith(f"two_videos.mp4: video stream {best} of 0, 1") for c in report.stream_choices)
+    frame = recs["two_videos.mp4"].frames[0]
+    assert media.probe(path).width == 480 and frame.pts_ms == 0
+    # the first stream, asked for by its index, through the command: its own flash, at 1.0 s
+    folder = tmp_path / "one"
+    folder.mkdir()
+    shutil.copy(path, folder / path.name)
+    res = CliRunner().invoke(app, ["prepare", str(folder), "--out", str(tmp_path / "o"), "--anchors", "frames",
+                                   "--video-stream", "0"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "streams two_videos.mp4: video stream 0 of 0, 1 (asked for (--video-stream 0))" in res.output
+    rec = load_manifest(tmp_path / "o")[0]
+    assert rec.streams["video"]["index"] == 0 and rec.streams["video"]["why"] == "asked for (--video-stream 0)"
+    first = media.sample_frames(path, times_ms=[999, 1001], streams=media.StreamPick(video=0)).frames
+    assert [awkward.white(f.image) for f in first[:2]] == [False, True] and first[1].pts_ms == 1000
+    assert first[0].image.shape[:2] == (240, 320)
+    # a stream that is not a video stream is refused, naming the ones there are
+    bad = prepare(folder, tmp_path / "bad", PrepareSettings(anchors=("frames",), video_stream=2), workers=1)
+    assert "video stream 2 asked for (--video-stream); its video streams are 0, 1" in bad.failed[0].error["message"]
+
+
+def test_an_audio_track_is_chosen_by_its_language_or_its_index(built, tmp_path):
+    root, truths = built
+    path = root / "two_tracks.mkv"
+    # the default track (deu, 2.0 s beep) unless asked; eng is the first track, its beep at 1.5 s
+    for asked, index, beep in ((None, 2, 2000), ("eng", 1, 1500), ("1", 1, 1500), ("2", 2, 2000)):
+        pick = media.StreamPick(audio=asked)
+        info = media.probe(path, pick)
+        assert info.streams["audio"]["index"] == index, asked
+        samples = media.load_audio(path, track=pick, origin=media.clip_origin(info))
+        assert samples is not None and abs(awkward.onset_ms(samples, 16_000) - beep) <= 25, asked
+    assert media.probe(path, media.StreamPick(audio="eng")).streams["audio"]["language"] == "eng"
+    with pytest.raises(media.MediaError, match=r"no audio stream in language 'fra'.*1: eng, 2: deu"):
+        media.probe(path, media.StreamPick(audio="fra"))
+    with pytest.raises(ValueError, match="not both"):
+        PrepareSettings(audio_track=0, audio_stream="eng").streams()

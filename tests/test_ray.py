@@ -23,6 +23,8 @@ from avstack.preparation.driver import prepare
 from avstack.preparation.settings import PrepareSettings
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'avstack[ray]')")
+# Ray's own deprecations are errors here: an API Ray's next releases remove fails now, not then
+pytestmark = pytest.mark.filterwarnings("error::ray.util.annotations.RayDeprecationWarning")
 
 
 @pytest.fixture(scope="module")

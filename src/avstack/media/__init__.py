@@ -1,5 +1,6 @@
 """The media layer on PyAV: a clip's facts and its one clock (probe), which frames to decode and
-how (decode), frames by time (frames, spans), the heard audio (audio), JPEG files (images).
+how (decode), frames by time (frames, spans), the heard audio (audio), JPEG files (images), which
+of a file's streams make the clip (streams).
 
 Time is data: every frame carries `pts * time_base` on the clip's clock, never `index / fps`;
 access by time is kept apart from access by index.
@@ -38,12 +39,15 @@ from avstack.media.probe import (
     scan_packets,
     target_times,
     upright,
+    video_stream,
 )
+from avstack.media.streams import StreamPick
 
 __all__ = [
     "AUDIO_RATE", "DECODE_PATHS", "SELECTIVE_CODECS", "THREAD_TYPES", "ClipInfo", "DamagedDecodeError", "Frame",
-    "FrameReader", "MediaError", "PacketScan", "Plan", "Sample", "Sampling", "SelectiveDecodeError", "all_frame_times",
+    "FrameReader", "MediaError", "PacketScan", "Plan", "Sample", "Sampling", "SelectiveDecodeError", "StreamPick",
+    "all_frame_times",
     "check_pixels", "clip_origin", "droppable_tails", "has_audio", "iter_audio", "load_audio", "ms", "open_video",
     "origin_of", "pick_audio", "plan_frames", "probe", "sample_frames", "scan_packets", "target_times", "upright",
-    "with_fallback",
+    "video_stream", "with_fallback",
 ]  # fmt: skip

@@ -11,6 +11,7 @@ import av
 import numpy as np
 
 from avstack.media.probe import AUDIO_RATE, ms, open_media, pick_audio
+from avstack.media.streams import StreamPick
 
 
 def has_audio(path: str | os.PathLike[str]) -> bool:
@@ -21,7 +22,7 @@ def has_audio(path: str | os.PathLike[str]) -> bool:
 def iter_audio(
     path: str | os.PathLike[str],
     rate: int = AUDIO_RATE,
-    track: int | None = None,
+    track: StreamPick | int | None = None,
     origin: Fraction | None = None,
     damage: list[dict[str, Any]] | None = None,
 ) -> Iterator[np.ndarray]:
@@ -126,7 +127,10 @@ def _tail(frame: av.AudioFrame, skip: int) -> av.AudioFrame:
 
 
 def load_audio(
-    path: str | os.PathLike[str], rate: int = AUDIO_RATE, track: int | None = None, origin: Fraction | None = None
+    path: str | os.PathLike[str],
+    rate: int = AUDIO_RATE,
+    track: StreamPick | int | None = None,
+    origin: Fraction | None = None,
 ) -> np.ndarray | None:
     """The heard audio track as mono float32 at `rate` Hz, in memory (see iter_audio); None when
     the clip has no audio."""

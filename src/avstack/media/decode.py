@@ -25,6 +25,7 @@ from avstack.media.probe import (
     target_times,
     upright,
 )
+from avstack.media.streams import StreamPick
 
 
 def configure_threads(stream: av.video.stream.VideoStream, thread_type: str, threads: int = 0) -> None:
@@ -65,6 +66,11 @@ class Sampling:
     decode: str = "auto"  # auto | selective | sequential
     max_pixels: int | None = DEFAULT_MAX_PIXELS  # refuse frames larger than this (None: no bound)
     audio_track: int | None = None  # the heard track (it can start the clip's clock); None: default
+    streams: StreamPick | None = None  # the streams asked for (media.streams); None: audio_track's pick
+
+    @property
+    def pick(self) -> StreamPick:
+        return self.streams if self.streams is not None else StreamPick.of(self.audio_track)
 
     def targets(self, info: ClipInfo) -> list[Fraction]:
         if self.times_ms is not None:
@@ -124,10 +130,15 @@ def make_frame(index: int, rel: Fraction, frame: av.VideoFrame, rotation: int, m
 
 
 def decode_selective(
-    container: av.container.InputContainer, plan: Plan, origin: Fraction, tb: Fraction, stats: dict[str, int]
+    container: av.container.InputContainer,
+    stream: Any,
+    plan: Plan,
+    origin: Fraction,
+    tb: Fraction,
+    stats: dict[str, int],
 ) -> Iterator[tuple[int, Fraction, av.VideoFrame]]:
-    """Decode reference frames and the needed ones; skip every other unreferenced frame."""
-    stream = container.streams.video[0]
+    """Decode reference frames and the needed ones (of the video stream `stream`); skip every
+    other unreferenced frame."""
     ctx = stream.codec_context
     for packet in container.demux(stream):
         # set per packet: FFmpeg copies skip_frame into the frame thread that takes the packet
@@ -151,7 +162,7 @@ def frame_threaded(stream: Any) -> bool:
 
 
 def tolerant_frames(
-    container: av.container.InputContainer, origin: Fraction, damage: list[dict[str, Any]]
+    container: av.container.InputContainer, stream: Any, origin: Fraction, damage: list[dict[str, Any]]
 ) -> Iterator[av.VideoFrame]:
     """Every decodable frame; a packet the decoder rejects is stepped over (the frame before it
     stays shown, as in a player) and its span recorded in `damage`; data that ends inside a packet
@@ -161,7 +172,6 @@ def tolerant_frames(
     (a clip cut short loses its last 1-3 frames, with or without an error), so any error, or fewer
     frames out than pictures sent in, raises DamagedDecodeError and the clip is decoded again on
     one thread (with_fallback): the frames of a damaged file are the file's, whatever decodes it."""
-    stream = container.streams.video[0]
     tb = stream.time_base or Fraction(1, 90_000)
     threaded = frame_threaded(stream)
     sent = received = 0
@@ -204,6 +214,7 @@ def tolerant_frames(
 
 def decode_sequential(
     container: av.container.InputContainer,
+    stream: Any,
     plan: Plan,
     origin: Fraction,
     tb: Fraction,
@@ -216,7 +227,7 @@ def decode_sequential(
     A frame's index is its place among the presented frames (from the packet scan)."""
     prev: tuple[int, Fraction, av.VideoFrame] | None = None
     ti = 0
-    for frame in tolerant_frames(container, origin, damage):
+    for frame in tolerant_frames(container, stream, origin, damage):
         stats["decoded"] += 1
         if frame.pts is None:
             raise MediaError(f"{path}: frame {stats['decoded'] - 1} has no pts")

@@ -38,6 +38,7 @@ from avstack.media.probe import (
     open_video,
     probe,
     scan_packets,
+    video_stream,
 )
 
 T = TypeVar("T")
@@ -73,13 +74,15 @@ class FrameReader:
 
     def _plan(self, info: ClipInfo | None) -> None:
         container, s = self._container, self.sampling
-        stream = container.streams.video[0]
+        # the stream probed into `info` (ClipInfo.streams), else the one asked for or a player's pick
+        index = info.streams.get("video", {}).get("index") if info is not None else s.pick.video
+        stream = self._stream = video_stream(container, index)
         configure_threads(stream, s.thread_type, s.threads)
         self._tb = stream.time_base or Fraction(1, 90_000)
         if info is None:
-            info, scan = describe(container, self.path, s.audio_track)
+            info, scan = describe(container, self.path, s.pick)
         else:
-            scan = scan_packets(container)
+            scan = scan_packets(container, None, stream)
         if not scan.pts:
             raise MediaError(f"{self.path}: no video frames (zero-length or unreadable clip)")
         check_pixels(info, s.max_pixels)
@@ -107,9 +110,17 @@ class FrameReader:
 
     def _source(self, stats: dict[str, int]) -> Iterator[tuple[int, Fraction, av.VideoFrame]]:
         if self.plan.path == "selective":
-            return decode_selective(self._container, self.plan, self._origin, self._tb, stats)
+            return decode_selective(self._container, self._stream, self.plan, self._origin, self._tb, stats)
         return decode_sequential(
-            self._container, self.plan, self._origin, self._tb, self.path, stats, self.damage, self._all_pts
+            self._container,
+            self._stream,
+            self.plan,
+            self._origin,
+            self._tb,
+            self.path,
+            stats,
+            self.damage,
+            self._all_pts,
         )
 
     def __iter__(self) -> Iterator[Frame]:
@@ -167,7 +178,14 @@ class FrameReader:
             return make_frame(index, rel, frame, self.info.rotation, self.sampling.max_side, self.pixel_format)
 
         results, self.decoded = spans.decode_spans(
-            self.path, parts, self._scan.decode_order, self.plan, self._origin, make, consume, threads
+            (self.path, self._stream.index),
+            parts,
+            self._scan.decode_order,
+            self.plan,
+            self._origin,
+            make,
+            consume,
+            threads,
         )
         return results
 
@@ -237,8 +255,8 @@ def all_frame_times(path: str | os.PathLike[str]) -> list[int]:
     info = probe(path)
     origin = clip_origin(info)
     with open_video(path) as container:
-        stream = container.streams.video[0]
+        stream = video_stream(container, info.streams["video"]["index"])
         stream.codec_context.thread_count = 1
         tb = stream.time_base or Fraction(1, 90_000)
-        frames = tolerant_frames(container, origin, [])
+        frames = tolerant_frames(container, stream, origin, [])
         return [ms(Fraction(frame.pts or 0) * tb - origin) for frame in frames]

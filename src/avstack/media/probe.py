@@ -14,6 +14,9 @@ from typing import Any
 import av
 import numpy as np
 
+from avstack.media.errors import MediaError
+from avstack.media.streams import StreamPick, language
+
 AUDIO_RATE = 16_000
 
 
@@ -21,10 +24,6 @@ THREAD_TYPES = ("AUTO", "FRAME", "SLICE", "NONE")
 
 
 SPAN_PIXELS = 3840 * 2160  # pictures decoded side by side in one reader (spans), at most
-
-
-class MediaError(RuntimeError):
-    """A clip that cannot be read; the message names the file."""
 
 
 @dataclass(frozen=True)
@@ -112,26 +111,23 @@ class PacketScan:
     damaged: int = 0  # video packets the demuxer flags corrupt (a file cut short ends in one)
 
 
-def pick_audio(container: av.container.InputContainer, track: int | None = None) -> Any:
-    """The audio stream a person hears: the track asked for (0 = the first audio track), else
-    the one marked default, else the first; None when there is none."""
-    streams = list(container.streams.audio)
-    if not streams:
-        return None
-    if track is not None:
-        if not 0 <= track < len(streams):
-            raise MediaError(
-                f"{container.name}: audio track {track} asked for (--audio-track), the file has {len(streams)}"
-            )
-        return streams[track]
-    default = [a for a in streams if a.disposition & av.stream.Disposition.default]
-    return default[0] if default else streams[0]
+def pick_audio(container: av.container.InputContainer, track: StreamPick | int | None = None) -> Any:
+    """The audio stream a person hears (media.streams: ffmpeg's pick unless asked; an int is
+    the Nth audio track, 0 = the first); None when there is none."""
+    return StreamPick.of(track).audio_of(container)[0]
 
 
-def scan_packets(container: av.container.InputContainer, audio: Any = None) -> PacketScan:
+def video_stream(container: av.container.InputContainer, index: int | None = None) -> Any:
+    """The clip's video stream: the file's stream `index` (as probed into `ClipInfo.streams`),
+    else the one a player would pick."""
+    return StreamPick(video=index).video_of(container)[0]
+
+
+def scan_packets(container: av.container.InputContainer, audio: Any = None, video: Any = None) -> PacketScan:
     """Video packets as presented (packets an edit list discards are not shown, so not counted),
-    and the span of `audio`'s packets, in one demux pass."""
-    stream = container.streams.video[0]
+    and the span of `audio`'s packets, in one demux pass (`video`: the clip's video stream,
+    default the one a player would pick)."""
+    stream = video if video is not None else video_stream(container)
     decode_order, missing, discarded, damaged = [], 0, 0, 0
     # the audio's span in its own time base's ticks, made exact seconds once at the end: an hour
     # holds some 56,000 AAC packets, and Fraction arithmetic on each cost a third of a second
@@ -198,24 +194,26 @@ def droppable_tails(order: list[tuple[int, bool]], needed: Iterable[int]) -> fro
     return frozenset(drop)
 
 
-def probe(path: str | os.PathLike[str], audio_track: int | None = None) -> ClipInfo:
-    """Clip facts from the container, one demux pass and one decoded frame."""
+def probe(path: str | os.PathLike[str], audio_track: StreamPick | int | None = None) -> ClipInfo:
+    """Clip facts from the container, one demux pass and one decoded frame (`audio_track`: the
+    streams asked for, media.streams.StreamPick, or the Nth audio track)."""
     with open_video(path) as container:
         return describe(container, path, audio_track)[0]
 
 
 def describe(
-    container: av.container.InputContainer, path: str | os.PathLike[str], audio_track: int | None = None
+    container: av.container.InputContainer, path: str | os.PathLike[str], pick: StreamPick | int | None = None
 ) -> tuple[ClipInfo, PacketScan]:
-    stream = container.streams.video[0]
+    pick = StreamPick.of(pick)
+    stream, video_why = pick.video_of(container)
     tb = stream.time_base
-    audio = pick_audio(container, audio_track)
-    scan = scan_packets(container, audio)
+    audio, audio_why = pick.audio_of(container)
+    scan = scan_packets(container, audio, stream)
     pts = scan.pts
     if not pts or tb is None:
         raise MediaError(f"{path}: no video frames (zero-length or unreadable clip)")
     container.seek(0)
-    rotation = _first_rotation(container)
+    rotation = _first_rotation(container, stream)
     deltas = np.diff(np.asarray(pts, dtype=np.int64))
     vfr = bool(len(deltas) > 1 and (deltas.max() - deltas.min()) > 1)
     tail = Fraction(int(np.median(deltas))) * tb if len(deltas) else Fraction(0)
@@ -240,6 +238,9 @@ def describe(
         "origin_s": str(origin),  # container time of time 0 (exact, as a fraction of seconds)
         "video": {"index": stream.index, "start_ms": ms(v_start - origin), "end_ms": ms(v_last + tail - origin)},
     }
+    # which stream, and why, where the file offered a choice (prepare's summary names such files)
+    if len(container.streams.video) > 1 or pick.video is not None:
+        streams["video"] |= {"why": video_why, "of": [s.index for s in container.streams.video]}
     if audio is not None:
         a0, a1 = audio_span or (origin, origin)
         ctx = audio.codec_context
@@ -251,6 +252,9 @@ def describe(
             "sample_rate": ctx.sample_rate,
             "channels": ctx.channels,
         }
+        if len(container.streams.audio) > 1 or audio_why.startswith("asked"):
+            streams["audio"] |= {"why": audio_why, "of": [s.index for s in container.streams.audio]}
+            streams["audio"] |= {"language": lang} if (lang := language(audio)) else {}
     info = ClipInfo(
         path=str(path),
         duration_ms=ms(end - origin),
@@ -280,9 +284,9 @@ def origin_of(streams: dict[str, Any]) -> Fraction:
     return Fraction(streams.get("origin_s", "0"))
 
 
-def _first_rotation(container: av.container.InputContainer) -> int:
+def _first_rotation(container: av.container.InputContainer, stream: Any) -> int:
     try:
-        for frame in container.decode(video=0):
+        for frame in container.decode(stream):
             return int(round(frame.rotation)) % 360
     except av.FFmpegError:
         return 0

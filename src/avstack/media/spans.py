@@ -84,8 +84,8 @@ class _Decoders:
     """One open container per thread, reused span after span: opening an hour-long MP4 (its
     sample tables) cost 8 ms, which over an hour's 728 spans was six seconds of a 14 s decode."""
 
-    def __init__(self, path: str):
-        self.path, self.local = path, threading.local()
+    def __init__(self, path: str, index: int):
+        self.path, self.index, self.local = path, index, threading.local()  # index: the video stream
         self.opened: list[Any] = []
         self.lock = threading.Lock()
 
@@ -96,7 +96,8 @@ class _Decoders:
             return container, True
         cm = open_video(self.path)
         container = cm.__enter__()
-        configure_threads(container.streams.video[0], "NONE")  # one span, one core: the spans are the threads
+        stream: Any = container.streams[self.index]  # a video stream (FrameReader chose it)
+        configure_threads(stream, "NONE")  # one span, one core: the spans are the threads
         with self.lock:
             self.opened.append(cm)
         self.local.container = container
@@ -123,7 +124,7 @@ def decode_span(
     back to one sequential pass)."""
     container, reused = decoders.get()
     path = decoders.path
-    stream = container.streams.video[0]
+    stream: Any = container.streams[decoders.index]  # a video stream (FrameReader chose it)
     tb = stream.time_base or Fraction(1, 90_000)
     ctx = stream.codec_context
     _seek_to(container, stream, order[span.start][0] if span.start else 0, reused)
@@ -142,7 +143,7 @@ def decode_span(
         if packet.size <= 0:
             continue
         if i == span.start and packet.pts != order[i][0]:
-            if where.get(packet.pts, -1) > i:  # type: ignore[arg-type]
+            if where.get(packet.pts, -1) > i:
                 raise SelectiveDecodeError(f"{path}: a seek to packet {i} went past it")
             continue  # before the span's keyframe (a seek may land on an earlier one)
         if packet.pts != order[i][0]:
@@ -169,7 +170,7 @@ def decode_span(
 
 
 def decode_spans(
-    path: str,
+    source: tuple[str, int],
     spans: list[Span],
     order: list[tuple[int, bool]],
     plan: Plan,
@@ -178,8 +179,10 @@ def decode_spans(
     consume: Callable[[Frame], R],
     threads: int,
 ) -> tuple[list[R], int]:
-    """Every span on `threads` threads, longest first; results in time order."""
-    decoders = _Decoders(path)
+    """Every span on `threads` threads, longest first; results in time order (`source`: the file
+    and its video stream's index)."""
+    path = source[0]
+    decoders = _Decoders(*source)
     where = {pts: k for k, (pts, _) in enumerate(order)}
     try:
         with ThreadPoolExecutor(threads) as pool:

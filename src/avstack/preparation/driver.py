@@ -42,6 +42,8 @@ class PrepareReport:
     failed: list[ClipRecord] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # files of a plain folder that are not videos by name
     profile: dict = field(default_factory=dict)  # wall and CPU time per stage (avstack.profiling.summarize)
+    # "clip: video stream 3 of 0, 3 (why)": each clip whose file offered several streams of a kind
+    stream_choices: list[str] = field(default_factory=list)
 
     @property
     def records(self) -> list[ClipRecord]:
@@ -96,8 +98,10 @@ def prepare(
     writer = ManifestWriter(out)
     started = time.perf_counter()
     profiles: list[dict] = []
+    choices: list[str] = []
 
     def add(rec: ClipRecord) -> None:
+        choices.extend(stream_choices(rec))
         with profiled() as writing:  # the driver's own share: the manifest line
             with stage("writing"):
                 writer.add(rec)
@@ -126,7 +130,17 @@ def prepare(
     manifest = writer.finish()
     profile = summarize_profile(profiles, time.perf_counter() - started, workers or 1)
     _write_prepare_json(out, data_root, s, writer.count, len(writer.failed), executor, plan, profile)
-    return PrepareReport(manifest, writer.count, writer.cache_hits, writer.failed, skipped, profile)
+    return PrepareReport(manifest, writer.count, writer.cache_hits, writer.failed, skipped, profile, choices)
+
+
+def stream_choices(rec: ClipRecord) -> list[str]:
+    """A line for each kind of stream the clip's file held several of, or was asked for by index."""
+    lines = []
+    for kind, chosen in (rec.streams or {}).items():
+        if isinstance(chosen, dict) and "why" in chosen:
+            of = ", ".join(str(i) for i in chosen.get("of", []))
+            lines.append(f"{rec.clip_id}: {kind} stream {chosen.get('index')} of {of} ({chosen['why']})")
+    return lines
 
 
 def _asr_on_gpu(s: PrepareSettings) -> bool:

@@ -19,7 +19,9 @@ ANCHORS = ("frames", "audio", "asr")
 ASR_MODES = ("auto", "single", "packed", "batched")
 
 
-CACHE_VERSION = 2  # 2: frames and audio on the clip's one clock (the earliest stream start)
+# 2: frames and audio on the clip's one clock (the earliest stream start); 3: the streams a player
+# would pick (media.streams), not the first video stream
+CACHE_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,16 @@ class PrepareSettings:
     # own audio for English, else the transcriber's own), self, none, or a model name (asr.align)
     asr_aligner: str = "auto"
     asr_fillers: bool = False  # the fillers found ("um", "uh") reported as words too
-    audio_track: int | None = None  # the audio track heard (0 = first); None: the default-marked one
+    audio_track: int | None = None  # the audio track heard (0 = first); None: ffmpeg's pick (media.streams)
+    video_stream: int | None = None  # the file's stream index to see (ffprobe's numbering); None: ffmpeg's pick
+    audio_stream: str | None = None  # the file's stream index to hear, or a language ("eng"); None: ffmpeg's pick
+
+    def streams(self) -> Any:
+        """The streams asked for, as media.streams.StreamPick (checked: one way to ask for audio)."""
+        from avstack.media.streams import StreamPick
+
+        audio = int(self.audio_stream) if self.audio_stream and self.audio_stream.isdigit() else self.audio_stream
+        return StreamPick(video=self.video_stream, audio=audio, audio_track=self.audio_track)
 
     def frame_key(self, video_sha: str) -> str:
         return cache_key(
@@ -64,7 +75,7 @@ class PrepareSettings:
                 "max_frames": self.max_frames,
                 "max_side": self.max_side,
                 "q": self.jpeg_quality,
-                "audio_track": self.audio_track,  # the heard track can start the clip's clock
+                "streams": self.streams().key(),  # the heard track can start the clip's clock
             }
         )
 

@@ -39,7 +39,7 @@ def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) ->
         s.threads,
         s.decode,
         max_pixels=s.max_pixels,
-        audio_track=s.audio_track,
+        streams=s.streams(),
     )
     try:
         written, note = media.with_fallback(lambda sp: _write_frames(job, sp, s, out, key), sampling)
@@ -88,7 +88,7 @@ def audio_stage(
 ) -> dict[str, Any] | None:
     """16 kHz mono audio of the heard track as WAV, sample 0 at the clip's time 0 (`info` is the
     frames stage's, which fixed the clock); keyed by the video and track; None without audio."""
-    name = cache_key({"v": CACHE_VERSION, "sha": video_sha, "track": s.audio_track})
+    name = cache_key({"v": CACHE_VERSION, "sha": video_sha, "streams": s.streams().key()})
     rel = Path("audio") / f"{name}.wav"
     meta_path = out / "cache" / "audio" / f"{name}.json"
     cached = read_json(meta_path)
@@ -102,7 +102,7 @@ def audio_stage(
     from avstack import media
 
     origin = media.origin_of(info["streams"])
-    chunks = media.iter_audio(job.path, media.AUDIO_RATE, s.audio_track, origin, damage)
+    chunks = media.iter_audio(job.path, media.AUDIO_RATE, s.streams(), origin, damage)
     n, sha = write_wav_float(out / rel, chunks, media.AUDIO_RATE)
     meta = {
         "path": rel.as_posix(),

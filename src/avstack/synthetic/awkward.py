@@ -16,6 +16,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import soundfile as sf
@@ -85,9 +86,12 @@ def reference_agrees_with_pyav() -> tuple[bool, str]:
     return _major_minor(theirs) == _major_minor(ours), f"ffprobe {theirs}, PyAV's FFmpeg {ours}"
 
 
-def _video(d: float = LONG_S, rate: str = "25") -> list[str]:
-    flash = f"drawbox=c=white:t=fill:enable='between(t,{FLASH_S},{FLASH_S + FLASH_LEN_S})'"
-    return ["-f", "lavfi", "-i", f"color=c=black:s=320x240:r={rate}:d={d},{flash}"]
+def _video(d: float = LONG_S, rate: str = "25", size: str = "320x240", flash_s: float = FLASH_S) -> list[str]:
+    flash = f"drawbox=c=white:t=fill:enable='between(t,{flash_s},{flash_s + FLASH_LEN_S})'"
+    return ["-f", "lavfi", "-i", f"color=c=black:s={size}:r={rate}:d={d},{flash}"]
+
+
+SECOND_VIDEO: dict[str, Any] = {"size": "480x270", "rate": "30000/1001", "flash_s": 2.0}  # two_videos.mp4's default
 
 
 def source_audio(path: Path, d: float = LONG_S, beep_s: float = BEEP_S, speech: bool = True) -> Path:
@@ -153,8 +157,20 @@ def _cases(a: Path, a_short: Path, a_long: Path, a_late_beep: Path) -> dict[str,
                 "0",
                 "-disposition:a:1",
                 "default",
+                "-metadata:s:a:0",
+                "language=eng",
+                "-metadata:s:a:1",
+                "language=deu",
             ],
             0.5,  # the default track's beep is 0.5 s later in its own time
+        ),
+        # two video streams, the second marked default (torchcodec's nasa_13013.mp4 is so): a player,
+        # ffmpeg and PyAV's streams.best show the second, 480x270 at 29.97 fps, its flash at 2.0 s
+        "two_videos.mp4": (
+            _video() + _video(**SECOND_VIDEO) + _audio(a),
+            ["-map", "0", "-map", "1", "-map", "2", *h264, "-c:a", "aac"]
+            + ["-disposition:v:0", "0", "-disposition:v:1", "default"],
+            0.0,
         ),
     }
 
@@ -183,15 +199,16 @@ def ffprobe_starts(path: Path) -> dict[str, float]:
     return starts
 
 
-def ffprobe_frame_times(path: Path) -> list[float]:
-    """Presentation times (s) of the video frames ffprobe presents (edit lists applied)."""
+def ffprobe_frame_times(path: Path, stream: str = "v") -> list[float]:
+    """Presentation times (s) of the video frames ffprobe presents (edit lists applied), of the
+    streams `stream` selects (ffprobe's -select_streams: "v" every video stream, "1" stream 1)."""
     out = subprocess.run(
         [
             ffprobe_exe() or "ffprobe",
             "-v",
             "error",
             "-select_streams",
-            "v",
+            stream,
             "-show_entries",
             "frame=pts_time",
             "-of",
@@ -231,6 +248,8 @@ def build(root: Path, speech: bool = True) -> dict[str, Truth]:
         flash = (FLASH_S + (0.4 if name == "video_late.mp4" else 0.0)) * 1000
         if name == "ntsc.mp4":  # the first frame at or after 1 s is frame 30, at 30 x 1001/30000 s
             flash = 30 * 1001 / 30
+        if name == "two_videos.mp4":  # the default stream's: frame 60, at 60 x 1001/30000 s
+            flash = 60 * 1001 / 30
         beep_offset = {"audio_longer.mp4": 1.7}.get(name, audio_offset)  # that source's beep is at 3.2 s
         truths[name] = Truth(round(flash + shift * 1000), round((beep_offset + shift) * 1000))
     # a stream-copied trim: an edit list hides what lies before 0.5 s (the cut is mid-GOP); the frames

@@ -151,10 +151,11 @@ def run_ray(
     ds = ds.map(
         _prepare_row,
         fn_kwargs={"settings": pickle.dumps(stage), "out": str(out), "attempts": str(attempts), "keep_job": bool(gpus)},
+        # named parameters only (Ray 2.60 deprecates a function of remote args and loose ones,
+        # Ray 2.64 removes them). A task whose worker or node dies is retried by Ray Data (its map
+        # tasks retry system failures without end); the clip's attempt log, written before each
+        # try, ends that: the attempt after the last allowed death records the clip's error
         num_cpus=1,
-        # a task whose worker or node dies is retried; the attempt after the last allowed death
-        # records the clip's error (never an endless retry of a poison clip)
-        ray_remote_args_fn=_retries,
     )
     if gpus:
         ds = ds.map_batches(
@@ -172,10 +173,6 @@ def run_ray(
         yield from wrap(rows, len(jobs))
     finally:
         shutil.rmtree(attempts, ignore_errors=True)
-
-
-def _retries() -> dict[str, Any]:
-    return {"max_retries": MAX_CRASHES + 1}
 
 
 def cluster_gpus(address: str | None = None) -> int:
