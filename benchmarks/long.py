@@ -10,6 +10,14 @@ run (machines are noisy: the claims are ratios):
 
     python benchmarks/long.py                  # -> benchmarks/long.json (about 10 minutes on 2 cores)
     python benchmarks/long.py --minutes 10     # a shorter file, to try it
+
+Continuous speech (#69), beside that sparse hour: a licence text read aloud without a break
+(avstack.synthetic.longread: every word's true time known) over a 2 fps test pattern, at each
+length asked, through `prepare --anchors full --fps 0.5 --lang en` in a fresh process: peak RSS
+(the prepare's own VmHWM and its largest child's), seconds of prepare per second of audio, and
+word-edge error in the first and the last 10 minutes (drift):
+
+    python benchmarks/long.py --continuous 5,30 --model tiny.en   # -> benchmarks/long_continuous.json
 """
 
 from __future__ import annotations
@@ -130,11 +138,106 @@ def check_full(out: Path, flashes: list[float], truth: list[dict]) -> dict:
     }
 
 
+def make_read(path: Path, minutes: float) -> list[dict]:
+    """The continuous read over a 2 fps test pattern; its true word times."""
+    from avstack.synthetic.longread import read_aloud
+
+    audio, truth = read_aloud(minutes * 60)
+    wav = path.with_suffix(".wav")
+    sf.write(wav, audio, RATE, subtype="PCM_16")
+    del audio
+    cmd = [ffmpeg_exe() or "ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc2=size={SIZE}:rate=2",
+           "-i", str(wav), "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-c:a", "aac",
+           "-shortest", str(path)]  # fmt: skip
+    subprocess.run(cmd, check=True)
+    wav.unlink()
+    return truth
+
+
+def edge_errors(words: list[dict], truth: list[dict], lo_ms: int, hi_ms: int) -> dict:
+    """Begin and end errors (ms) of the words said in [lo_ms, hi_ms), each matched to the nearest
+    recognized word of its text within 1 s; how many were found."""
+    by_text: dict[str, list[dict]] = {}
+    for w in words:
+        by_text.setdefault(w["text"].strip(" .,!?;:'\"").lower(), []).append(w)
+    errors, said, found = [], 0, 0
+    for t in truth:
+        if not lo_ms <= t["begin_time"] < hi_ms:
+            continue
+        said += 1
+        near = min(by_text.get(t["text"], []), key=lambda w: abs(w["begin_time"] - t["begin_time"]), default=None)
+        if near is not None and abs(near["begin_time"] - t["begin_time"]) <= 1000:
+            found += 1
+            errors += [abs(near["begin_time"] - t["begin_time"]), abs(near["end_time"] - t["end_time"])]
+    errors.sort()
+    return {
+        "said": said,
+        "found": found,
+        "edge_error_ms_median": statistics.median(errors) if errors else None,
+        "edge_error_ms_p90": errors[int(0.9 * (len(errors) - 1))] if errors else None,
+    }
+
+
+def continuous(minutes: list[float], model: str) -> dict:
+    """Each length of continuous speech through `prepare --anchors full` in a fresh process."""
+    import resource
+
+    from avstack.manifest import load_manifest
+
+    runs = {}
+    for m in minutes:
+        with tempfile.TemporaryDirectory() as name:
+            tmp = Path(name)
+            (tmp / "in").mkdir()
+            path = tmp / "in" / "read.mp4"
+            truth = make_read(path, m)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            wall, rss = prepare(path, tmp / "out", "--anchors", "full", "--fps", "0.5", "--asr-model", model,
+                                "--lang", "en", "--workers", "1")  # fmt: skip
+            child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            (rec,) = load_manifest(tmp / "out")
+            words = (rec.asr or {}).get("words", [])
+            last = rec.duration_ms
+            runs[f"{m:g}"] = {
+                "minutes": m,
+                "words_said": len(truth),
+                "words_recognized": len(words),
+                "seconds": round(wall, 1),
+                "seconds_per_audio_second": round(wall / (m * 60), 4),
+                "peak_rss_mb": rss,
+                "largest_process_peak_rss_mb": round(child / 1024) if child > before else None,
+                "windows": len((rec.asr or {}).get("timing", {}).get("windows_ms") or [0]),
+                "first_10_min": edge_errors(words, truth, 0, 600_000),
+                "last_10_min": edge_errors(words, truth, max(0, last - 600_000), last + 1),
+            }
+            print(json.dumps(runs[f"{m:g}"]), flush=True)
+    short, long_ = runs[f"{min(minutes):g}"], runs[f"{max(minutes):g}"]
+    return {
+        "model": model,
+        "runs": runs,
+        "peak_rss_longest_over_shortest": round(long_["peak_rss_mb"] / short["peak_rss_mb"], 3),
+        "time_per_second_longest_over_shortest": round(
+            long_["seconds_per_audio_second"] / short["seconds_per_audio_second"], 3
+        ),
+        "bounds": {"peak_rss_mb": 1200, "peak_rss_ratio": 1.1, "time_ratio": 1.0},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--minutes", type=float, default=60.0)
-    ap.add_argument("--json", type=Path, default=Path("benchmarks/long.json"))
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--continuous", default=None, help="minutes of continuous speech, a comma list: 5,30")
+    ap.add_argument("--model", default="tiny.en", help="the Whisper model of the continuous case")
     args = ap.parse_args()
+    if args.continuous:
+        minutes = [float(m) for m in args.continuous.split(",")]
+        out = args.json or Path(f"benchmarks/long_continuous_{args.model.replace('.', '_')}.json")
+        result = continuous(minutes, args.model)
+        print(json.dumps(result, indent=1))
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        return
+    args.json = args.json or Path("benchmarks/long.json")
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         (tmp / "in").mkdir()

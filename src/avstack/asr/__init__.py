@@ -2,10 +2,10 @@
 
 models: bundled offline models, names, devices · text: guards and Chinese handling ·
 refine: speech energy and word-edge refinement · whisper: transcription (one clip, a batch,
-a file) · packing: several short clips in one window · acoustic: word edges by forced
-alignment · lexicon: its English pronunciations · align: cross-attention timing · types:
-settings, words, transcripts · evaluation: word-timing accuracy on speech with known times
-(tests and benchmarks only).
+a file) · windows: long audio a window at a time · packing: several short clips in one window ·
+acoustic: word edges by forced alignment · lexicon: its English pronunciations · align:
+cross-attention timing · types: settings, words, transcripts · evaluation: word-timing accuracy
+on speech with known times (tests and benchmarks only).
 
 May import: avstack.io, avstack.media, avstack.lifeline, avstack.profiling.
 """
@@ -26,6 +26,7 @@ from avstack.asr.runtime import runtime_of
 from avstack.asr.text import clean_token, collapse_repeats, group_chinese, is_punctuation, sanitize, to_simplified
 from avstack.asr.types import ASR_VERSION, RATE, AsrSettings, Transcript, Word, language_setting
 from avstack.asr.whisper import REPETITIVE, transcribe, transcribe_batch, transcribe_file
+from avstack.asr.windows import WINDOW_MAX_S, needs_windows, transcribe_windows
 
 __all__ = [
     "ASR_VERSION",
@@ -34,6 +35,7 @@ __all__ = [
     "PACK_WINDOW_S",
     "RATE",
     "REPETITIVE",
+    "WINDOW_MAX_S",
     "AsrSettings",
     "Transcript",
     "Word",
@@ -46,6 +48,7 @@ __all__ = [
     "packed_seconds",
     "is_punctuation",
     "language_setting",
+    "needs_windows",
     "load_model",
     "pick_device",
     "plan_packs",
@@ -61,5 +64,6 @@ __all__ = [
     "transcribe_batch",
     "transcribe_file",
     "transcribe_packed",
+    "transcribe_windows",
     "voiced_regions",
 ]

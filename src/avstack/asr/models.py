@@ -199,6 +199,9 @@ def _whisper_class() -> Any:
 SEED_LOCK = threading.Lock()
 
 
+FEATURE_BLOCK = 3000  # log-mel frames computed at once (30 s)
+
+
 def exact_features(upstream: Any) -> Any:
     """faster-whisper's log-mel feature extractor, computed in float64 and rounded to float32 once.
     Upstream computes it in float32: its mel product is an OpenBLAS SGEMM whose summation order
@@ -216,12 +219,26 @@ def exact_features(upstream: Any) -> Any:
             x = np.asarray(waveform, dtype=np.float64)
             if padding:
                 x = np.pad(x, (0, padding))
-            window = np.hanning(self.n_fft + 1)[:-1]
-            spec = self.stft(x, self.n_fft, self.hop_length, window=window, return_complex=True)[..., :-1]
-            power = spec.real**2 + spec.imag**2
-            log_spec = np.log10(np.maximum(self.filters64 @ power, 1e-10))
+            log_spec = self.log_mel(x)
             log_spec = np.maximum(log_spec, log_spec.max() - 8.0)
             return ((log_spec + 4.0) / 4.0).astype(np.float32)
+
+        def log_mel(self, x: np.ndarray) -> np.ndarray:
+            """log10 of the mel power, FEATURE_BLOCK frames at a time: each frame's numbers are
+            the whole signal's (a frame's FFT sees its own samples only), without the whole
+            clip's float64 spectrogram at once (a 5-minute window's was some 200 MB)."""
+            n_fft, hop = self.n_fft, self.hop_length
+            window = np.hanning(n_fft + 1)[:-1]
+            padded = np.pad(x, (n_fft // 2, n_fft // 2), mode="reflect")  # as stft(center=True)
+            frames = 1 + (len(padded) - n_fft) // hop - 1  # the last frame is dropped, as upstream
+            out = np.empty((self.filters64.shape[0], max(frames, 0)), np.float64)
+            for a in range(0, frames, FEATURE_BLOCK):
+                b = min(frames, a + FEATURE_BLOCK)
+                piece = padded[a * hop : (b - 1) * hop + n_fft]
+                spec = self.stft(piece, n_fft, hop, window=window, center=False, return_complex=True)
+                power = spec.real**2 + spec.imag**2
+                out[:, a:b] = np.log10(np.maximum(self.filters64 @ power, 1e-10))
+            return out
 
     out = ExactFeatures.__new__(ExactFeatures)
     out.__dict__.update(upstream.__dict__)

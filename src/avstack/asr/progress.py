@@ -14,6 +14,7 @@ from contextlib import contextmanager
 Listener = Callable[[float, float], None]  # (seconds of audio transcribed, seconds in all)
 _listeners: list[Listener] = []
 _lock = threading.Lock()
+_place = threading.local()  # this thread's window of a longer clip: (its start, the clip's length) in s
 
 
 @contextmanager
@@ -28,8 +29,23 @@ def asr_progress(listener: Listener) -> Iterator[None]:
             _listeners.remove(listener)
 
 
+@contextmanager
+def within(start_s: float, clip_s: float) -> Iterator[None]:
+    """Progress inside a window of a longer clip (asr.windows), reported on the clip's own scale:
+    done is the window's start plus its own progress, of the clip's length (an honest ETA)."""
+    before = getattr(_place, "window", None)
+    _place.window = (start_s, clip_s)
+    try:
+        yield
+    finally:
+        _place.window = before
+
+
 def heard(done_s: float, total_s: float) -> None:
     """Report progress to every listener (a listener's error never stops the transcription)."""
+    window = getattr(_place, "window", None)
+    if window is not None:
+        done_s, total_s = window[0] + done_s, window[1]
     with _lock:
         listeners = list(_listeners)
     for listener in listeners:

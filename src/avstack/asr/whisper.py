@@ -30,6 +30,7 @@ from avstack.asr.refine import (
 from avstack.asr.runtime import runtime_of
 from avstack.asr.text import characters, collapse_repeats, from_characters, group_chinese, sanitize, to_simplified
 from avstack.asr.types import RATE, AsrSettings, Transcript, Word
+from avstack.asr.windows import needs_windows, transcribe_windows
 from avstack.profiling import stage
 
 REPETITIVE = 2.4  # zlib compression ratio above which text is a loop (Whisper's own threshold)
@@ -178,8 +179,11 @@ def _empty(s: AsrSettings, lang: str | None, why: str) -> Transcript:
 
 
 def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Transcript:
-    """Words with times in ms from the start of `samples` (16 kHz mono float32)."""
+    """Words with times in ms from the start of `samples` (16 kHz mono float32); audio longer
+    than asr.windows.WINDOW_MAX_S a window at a time (memory flat in duration)."""
     s = settings or AsrSettings()
+    if needs_windows(len(samples)):
+        return transcribe_windows(lambda a, b: samples[a:b], len(samples), s)
     lang = s.fixed_language
     if not speech_present(samples):
         return _empty(s, lang, no_speech_why(samples))

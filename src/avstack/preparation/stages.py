@@ -162,13 +162,28 @@ def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path
         return cached
     import soundfile as sf
 
-    with stage("asr read"):
-        samples, _ = sf.read(out / audio["path"], dtype="float32")
-    with stage("asr"):
-        result = asr.transcribe(samples, settings).to_ecog()
+    wav = out / audio["path"]
+    with sf.SoundFile(wav) as f:
+        n_samples = f.frames
+    if asr.needs_windows(n_samples):  # a long clip: a window at a time, read as it is needed
+        with stage("asr"):
+            result = asr.transcribe_windows(lambda a, b: read_wav(wav, a, b), n_samples, settings).to_ecog()
+    else:
+        with stage("asr read"):
+            samples, _ = sf.read(wav, dtype="float32")
+        with stage("asr"):
+            result = asr.transcribe(samples, settings).to_ecog()
     with stage("writing"):
         write_json_atomic(path, result)
     return result
+
+
+def read_wav(path: Path, first: int, end: int) -> Any:
+    """Samples [first, end) of a prepared (mono) WAV, as float32."""
+    import soundfile as sf
+
+    with stage("asr read"):
+        return sf.read(path, start=first, stop=end, dtype="float32")[0]
 
 
 def base_record(job: ClipJob) -> ClipRecord:
