@@ -96,7 +96,7 @@ def test_windows_move_few_words_and_the_file_is_read_a_window_at_a_time(short_wi
         spans.append(b - a)
         return sf.read(wav, start=a, stop=b, dtype="float32")[0]
 
-    windowed = asr.transcribe_windows(read, len(audio), TINY)
+    windowed = asr.transcribe_long(read, len(audio), TINY)
     assert max(spans) <= 20 * RATE
     assert windowed.words == asr.transcribe(sf.read(wav, dtype="float32")[0], TINY).words  # file or memory: alike
     whole = windows_off(audio)
@@ -141,16 +141,16 @@ def test_progress_runs_over_the_whole_clip_and_the_language_is_fixed_once(short_
 
     audio, _ = read_minute
     asked: list[str] = []
-    plain = whisper.transcribe
+    plain = whisper.transcribe_one
 
     def spy(samples, s):
         asked.append(s.language)
         return plain(samples, s)
 
-    monkeypatch.setattr(whisper, "transcribe", spy)
+    monkeypatch.setattr(whisper, "transcribe_one", spy)
     seen: list[tuple[float, float]] = []
     with asr_progress(lambda done, total: seen.append((done, total))):
-        tr = asr.transcribe_windows(lambda a, b: audio[a:b], len(audio), AsrSettings(model="tiny.en"))
+        tr = whisper.transcribe_long(lambda a, b: audio[a:b], len(audio), AsrSettings(model="tiny.en"))
     total = len(audio) / RATE
     assert all(t == pytest.approx(total) for _, t in seen) and seen[-1][0] == pytest.approx(total)
     done = [d for d, _ in seen]

@@ -25,8 +25,8 @@ from avstack.asr.refine import refine_edges, snap_to_regions, speech_present, vo
 from avstack.asr.runtime import runtime_of
 from avstack.asr.text import clean_token, collapse_repeats, group_chinese, is_punctuation, sanitize, to_simplified
 from avstack.asr.types import ASR_VERSION, RATE, AsrSettings, Transcript, Word, language_setting
-from avstack.asr.whisper import REPETITIVE, transcribe, transcribe_batch, transcribe_file
-from avstack.asr.windows import WINDOW_MAX_S, needs_windows, transcribe_windows
+from avstack.asr.whisper import REPETITIVE, transcribe, transcribe_batch, transcribe_file, transcribe_long
+from avstack.asr.windows import WINDOW_MAX_S, needs_windows
 
 __all__ = [
     "ASR_VERSION",
@@ -64,6 +64,6 @@ __all__ = [
     "transcribe_batch",
     "transcribe_file",
     "transcribe_packed",
-    "transcribe_windows",
+    "transcribe_long",
     "voiced_regions",
 ]

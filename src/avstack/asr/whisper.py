@@ -30,7 +30,7 @@ from avstack.asr.refine import (
 from avstack.asr.runtime import runtime_of
 from avstack.asr.text import characters, collapse_repeats, from_characters, group_chinese, sanitize, to_simplified
 from avstack.asr.types import RATE, AsrSettings, Transcript, Word
-from avstack.asr.windows import needs_windows, transcribe_windows
+from avstack.asr.windows import Reader, needs_windows, transcribe_windows
 from avstack.profiling import stage
 
 REPETITIVE = 2.4  # zlib compression ratio above which text is a loop (Whisper's own threshold)
@@ -183,7 +183,18 @@ def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Tran
     than asr.windows.WINDOW_MAX_S a window at a time (memory flat in duration)."""
     s = settings or AsrSettings()
     if needs_windows(len(samples)):
-        return transcribe_windows(lambda a, b: samples[a:b], len(samples), s)
+        return transcribe_long(lambda a, b: samples[a:b], len(samples), s)
+    return transcribe_one(samples, s)
+
+
+def transcribe_long(read: Reader, n_samples: int, settings: AsrSettings | None = None) -> Transcript:
+    """Words of audio read as needed (`read(first, end)` gives samples [first, end)), a window at
+    a time (asr.windows): a long clip's file is never held whole."""
+    return transcribe_windows(read, n_samples, settings or AsrSettings(), transcribe_one)
+
+
+def transcribe_one(samples: np.ndarray, s: AsrSettings) -> Transcript:
+    """One window's words: the whole-clip pass."""
     lang = s.fixed_language
     if not speech_present(samples):
         return _empty(s, lang, no_speech_why(samples))

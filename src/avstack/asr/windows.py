@@ -64,10 +64,11 @@ def cuts(read: Reader, n_samples: int) -> Iterator[tuple[int, int]]:
     yield start, n_samples
 
 
-def transcribe_windows(read: Reader, n_samples: int, settings: AsrSettings) -> Transcript:
-    """The words of audio too long to hold whole, a window at a time (see the module's note)."""
-    from avstack.asr.whisper import transcribe
-
+def transcribe_windows(
+    read: Reader, n_samples: int, settings: AsrSettings, transcribe: Callable[[np.ndarray, AsrSettings], Transcript]
+) -> Transcript:
+    """The words of audio too long to hold whole, a window at a time, each by `transcribe` (the
+    one-clip path, asr.whisper; see the module's note)."""
     s, total_s = settings, n_samples / RATE
     parts: list[tuple[int, Transcript]] = []
     for first, end in cuts(read, n_samples):

@@ -167,7 +167,7 @@ def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path
         n_samples = f.frames
     if asr.needs_windows(n_samples):  # a long clip: a window at a time, read as it is needed
         with stage("asr"):
-            result = asr.transcribe_windows(lambda a, b: read_wav(wav, a, b), n_samples, settings).to_ecog()
+            result = asr.transcribe_long(lambda a, b: read_wav(wav, a, b), n_samples, settings).to_ecog()
     else:
         with stage("asr read"):
             samples, _ = sf.read(wav, dtype="float32")
