@@ -128,13 +128,34 @@ def warm_up(name: str, device: str, threads: int, compute_type: str) -> threadin
     return thread
 
 
-@lru_cache(maxsize=4)
+_MODELS: dict[tuple[str, str, int, int, str], Any] = {}  # loaded models, the last MAX_MODELS used
+MAX_MODELS = 4
+
+
 def _loaded(name: str, device: str, threads: int, replicas: int, compute_type: str) -> Any:
+    key = (name, device, threads, replicas, compute_type)
+    if key in _MODELS:
+        _MODELS[key] = _MODELS.pop(key)  # the most recently used last
+        return _MODELS[key]
     dev, compute = pick_device(device, compute_type)
     one_blas_thread()
-    return _whisper_class()(
+    model = _whisper_class()(
         resolve_model(name), device=dev, compute_type=compute, cpu_threads=threads, num_workers=replicas
     )
+    _MODELS[key] = model
+    while len(_MODELS) > MAX_MODELS:
+        _MODELS.pop(next(iter(_MODELS)))
+    return model
+
+
+def forget_models(keep: str) -> None:
+    """Let every loaded model but `keep` go (a model in use elsewhere lives on with its user).
+    Between the windows of a long clip: the fallback's aligner (base, some 420 MB) is loaded
+    again by the window that needs it, a second or so in minutes of work, instead of lying under
+    every later window's peak."""
+    with _LOADING:
+        for key in [k for k in _MODELS if k[0] != keep]:
+            del _MODELS[key]
 
 
 def one_blas_thread() -> None:

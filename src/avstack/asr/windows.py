@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from avstack.asr.models import forget_models
 from avstack.asr.progress import heard, within
 from avstack.asr.types import RATE, AsrSettings, Transcript, Word
 
@@ -76,6 +77,7 @@ def transcribe_windows(
         with within(first / RATE, total_s):
             part = transcribe(samples, s)
         del samples  # let the window go before the next is read
+        forget_models(keep=settings.model)
         give_back_memory()
         if part.words and s.fixed_language is None:
             s = replace(s, language=part.language)  # detected once, then fixed (see the note)
