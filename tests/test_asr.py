@@ -175,7 +175,7 @@ def test_mandarin_from_pinyin_comes_out_simplified_and_grouped():
     assert sc.recognized >= len(case.truth) // 2, (case.truth, tr.to_ecog())
 
 
-@pytest.mark.parametrize("mode,fn", [("batched", "transcribe_batch"), ("packed", "transcribe_packed")])
+@pytest.mark.parametrize("mode,fn", [("batched", "hear_batch"), ("packed", "hear_packed")])
 def test_prepare_asr_across_clips_fills_and_caches(sample_root, tmp_path, monkeypatch, mode, fn):
     """ASR across clips (the GPU's batches, or packs of short clips), forced on here: every clip
     gets its transcript, the silent level-1 clip gets none, and a rerun takes all from the cache."""

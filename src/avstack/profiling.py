@@ -127,4 +127,16 @@ def line(summary: Mapping[str, Any]) -> str:
     parts = [f"{name} {v['wall_s']:.1f}s ({v['share_pct']:.0f}%)" for name, v in summary.get("stages", {}).items()]
     clips, wall, workers = summary.get("clips", 0), summary.get("wall_s", 0), summary.get("workers", 1)
     head = f"stages over {clips} clips, {wall:.1f}s wall on {workers} workers"
-    return head + (": " + ", ".join(parts) if parts else "")
+    return head + (": " + ", ".join(parts) if parts else "") + _asr_thread_line(summary.get("asr_thread"))
+
+
+def _asr_thread_line(asr: Mapping[str, Any] | None) -> str:
+    """ASR across clips (prepare's feeder): where its time went, and how busy the transcriber was."""
+    if not asr:
+        return ""
+    t = asr["total"]
+    return (
+        f"\nASR across clips, {asr['wall_s']:.1f}s wall: transcribing {t['transcribing_s']:.1f}s "
+        f"(busy {100 * asr['transcriber_busy_share']:.0f}%), waiting for audio {t['waiting_for_audio_s']:.1f}s, "
+        f"aligning {t['aligning_s']:.1f}s (queued {t['waiting_for_aligner_s']:.1f}s), writing {t['writing_s']:.1f}s"
+    )

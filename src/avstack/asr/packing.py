@@ -6,9 +6,10 @@ import zlib
 
 import numpy as np
 
+from avstack.asr.batch import finish
 from avstack.asr.refine import speech_span, voiced_regions
-from avstack.asr.types import RATE, AsrSettings, Transcript, Word
-from avstack.asr.whisper import REPETITIVE, finish_transcript, silent_apart, transcribe, transcribe_words
+from avstack.asr.types import RATE, AsrSettings, Heard, Transcript, Word
+from avstack.asr.whisper import REPETITIVE, silent_apart, transcribe, transcribe_words
 
 PACK_WINDOW_S = 28.0  # under Whisper's 30 s window, so a pack is decoded in one pass
 
@@ -48,6 +49,13 @@ def interleave(groups: list[str]) -> list[int]:
 def transcribe_packed(
     clips: list[np.ndarray], settings: AsrSettings | None = None, window_s: float = PACK_WINDOW_S
 ) -> list[Transcript]:
+    """hear_packed, each clip then finished (its guards and aligner) in turn."""
+    return [h if isinstance(h, Transcript) else finish(h) for h in hear_packed(clips, settings, window_s)]
+
+
+def hear_packed(
+    clips: list[np.ndarray], settings: AsrSettings | None = None, window_s: float = PACK_WINDOW_S
+) -> list[Transcript | Heard]:
     """Short clips laid end to end with 1 s pauses and transcribed a window at a time; each segment
     (or word, see `clips_of`) is given back to its clip. Whisper pads every input to 30 s, so on
     a CPU one window of several short clips costs about what one clip alone costs.
@@ -55,10 +63,12 @@ def transcribe_packed(
     The trade-off (benchmarks/asr_timing.py): 2.5-6x less ASR time, and the shared context helps
     on varied sentences; but clips that say nearly the same thing prime each other (a misheard
     word repeats into the next clip), so it is an option, not the default. Needs a fixed
-    language; else clips go one by one."""
+    language; else clips go one by one. A packed clip comes back heard, not yet finished
+    (asr.batch.finish: its guards and aligner); a clip alone in its pack, finished."""
     s = settings or AsrSettings()
     lang = s.fixed_language
-    out, todo = silent_apart(clips, s, lang)
+    found, todo = silent_apart(clips, s, lang)
+    out: list[Transcript | Heard | None] = list(found)
     if lang is None:
         for i in todo:
             out[i] = transcribe(clips[i], s)
@@ -95,7 +105,7 @@ def transcribe_packed(
             if _repetitive(per_clip[i]):
                 mine.append(f"repetitive clip: {''.join(w.text for w in per_clip[i])[:60]!r}")
                 per_clip[i] = []
-            out[i] = finish_transcript(per_clip[i], mine, lang, clips[i], s, voiced[i], own_audio=False)
+            out[i] = Heard(tuple(per_clip[i]), tuple(mine), lang, clips[i], s, voiced[i], own_audio=False)
     return [t for t in out if t is not None]
 
 

@@ -96,3 +96,18 @@ def language_setting(requested: str | None, clip_lang: str | None, model: str) -
     if lang in (None, "auto") and model.endswith(".en"):
         lang = "en"
     return lang or "auto"
+
+
+@dataclass(frozen=True, eq=False)
+class Heard:
+    """One clip's words as the transcriber gave them, before the guards and the aligner: what
+    the device's part of a batch hands to the CPU's part (asr.batch.finish). The words are on
+    the clip's own clock; `samples` its audio (the aligner's input)."""
+
+    words: tuple[Word, ...]
+    dropped: tuple[str, ...]
+    language: str
+    samples: Any  # np.ndarray: kept Any so this module needs no NumPy
+    settings: AsrSettings
+    regions: Any = None  # the clip's voiced regions where already found
+    own_audio: bool = True  # False: the words were timed inside a pack (asr.packing)

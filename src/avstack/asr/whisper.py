@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -36,7 +35,7 @@ from avstack.profiling import stage
 REPETITIVE = 2.4  # zlib compression ratio above which text is a loop (Whisper's own threshold)
 
 
-def _segment_words(seg: Any, offset_s: float, dropped: list[str], whole_segment: bool = True) -> list[Word]:
+def segment_words(seg: Any, offset_s: float, dropped: list[str], whole_segment: bool = True) -> list[Word]:
     """A segment's words in ms from `offset_s`; none when the segment looks hallucinated. A packed
     segment spans several clips, which may well say the same thing: its repetition is judged per
     clip (`_repetitive`), not here."""
@@ -202,9 +201,6 @@ def transcribe_one(samples: np.ndarray, s: AsrSettings) -> Transcript:
     return finish_transcript([w for seg in segments for w in seg], dropped, language, samples, s)
 
 
-BATCH_MAX_S = 30  # one Whisper window per clip
-
-
 def silent_apart(
     clips: list[np.ndarray], s: AsrSettings, lang: str | None
 ) -> tuple[list[Transcript | None], list[int]]:
@@ -212,67 +208,6 @@ def silent_apart(
     of the others, still to transcribe."""
     out: list[Transcript | None] = [None if speech_present(c) else _empty(s, lang, no_speech_why(c)) for c in clips]
     return out, [i for i, t in enumerate(out) if t is None]
-
-
-def transcribe_batch(
-    clips: list[np.ndarray], settings: AsrSettings | None = None, batch_size: int = 16
-) -> list[Transcript]:
-    """Many clips through one model call, batched (BatchedInferencePipeline over the clips laid end to
-    end, one window each). Needs a fixed language and clips up to 30 s; else clips go one by one."""
-    s = settings or AsrSettings()
-    lang = s.fixed_language
-    if lang is None or any(len(c) > BATCH_MAX_S * RATE for c in clips):
-        return [transcribe(c, s) for c in clips]
-    from faster_whisper import BatchedInferencePipeline
-
-    out, todo = silent_apart(clips, s, lang)
-    if not todo:
-        return [t for t in out if t is not None]
-    # each clip starts on the 20 ms grid: faster-whisper rounds times to 10 ms on the joined
-    # timeline, so an offset off the grid would move a clip's words with its neighbours' lengths
-    lengths = [_on_grid(len(clips[i])) for i in todo]
-    starts = np.cumsum([0] + lengths) / RATE
-    windows = [{"start": float(starts[k]), "end": float(starts[k] + len(clips[i]) / RATE)} for k, i in enumerate(todo)]
-    pipe = BatchedInferencePipeline(load_model(s.model, s.device, s.threads, 1, s.compute_type))
-    joined = np.zeros(sum(lengths), np.float32)
-    for k, i in enumerate(todo):
-        at = int(round(starts[k] * RATE))
-        joined[at : at + len(clips[i])] = clips[i]
-    segments, _ = pipe.transcribe(
-        joined,
-        language=lang,
-        beam_size=s.beam_size,
-        word_timestamps=True,
-        clip_timestamps=windows,
-        batch_size=batch_size,
-        temperature=[0.0, 0.2, 0.4],
-    )
-    words: dict[int, list[Word]] = {k: [] for k in range(len(todo))}
-    dropped: dict[int, list[str]] = {k: [] for k in range(len(todo))}
-    chunk_of = {int(starts[k] * 100): k for k in range(len(todo))}  # seek is the chunk offset in 10 ms frames
-    for seg in segments:
-        found = chunk_of.get(seg.seek)
-        nearest = min(int(np.searchsorted(starts, seg.start + 1e-3, side="right")) - 1, len(todo) - 1)
-        k = found if found is not None else nearest
-        words[k].extend(_segment_words(seg, float(starts[k]), dropped[k]))
-
-    # each clip's guards and alignment on its own audio: side by side where the aligner has
-    # processes (asr.acoustic.in_processes), the same result as one after another
-    def finish(k: int) -> Transcript:
-        return finish_transcript(words[k], dropped[k], lang, clips[todo[k]], s)
-
-    with ThreadPoolExecutor(max(1, min(acoustic.pooled(), len(todo)))) as pool:
-        for k, tr in enumerate(pool.map(finish, range(len(todo)))):
-            out[todo[k]] = tr
-    return [t for t in out if t is not None]
-
-
-GRID = RATE // 50  # Whisper's 20 ms frame, in samples
-
-
-def _on_grid(n: int) -> int:
-    """`n` samples rounded up to whole 20 ms frames."""
-    return -(-n // GRID) * GRID
 
 
 def clip_seed(samples: np.ndarray) -> int:
@@ -326,7 +261,7 @@ def transcribe_words(
             with stage("asr decode"):
                 segments, info, _ = _decode(model, samples, options)
     dropped: list[str] = []
-    kept = [_segment_words(seg, 0.0, dropped, not packed) for seg in segments]
+    kept = [segment_words(seg, 0.0, dropped, not packed) for seg in segments]
     if not segments and not packed:
         dropped.append(_why_no_segment(info, s.vad))
     return [words for words in kept if words], dropped, lang or info.language

@@ -117,6 +117,7 @@ def prepare(
     # ASR per clip in the stage (single; batched on a Ray cluster's GPU actors), else here across
     # clips: packs and CPU batches are composed in the jobs' order, whatever executor decodes
     gpu_actors = executor == "ray" and mode == "batched" and _ray_gpus(ray_address) > 0
+    asr_thread = None
     if mode == "single" or gpu_actors:
         for rec in run(s):
             add(rec)
@@ -127,8 +128,11 @@ def prepare(
         for rec in run(media_only):
             feeder.add(rec)
         feeder.finish()
+        asr_thread = feeder.clock.summary()
     manifest = writer.finish()
     profile = summarize_profile(profiles, time.perf_counter() - started, workers or 1)
+    if asr_thread is not None:  # ASR across clips: where the feeder's time went (preparation.asr_clock)
+        profile["asr_thread"] = asr_thread
     _write_prepare_json(out, data_root, s, writer.count, len(writer.failed), executor, plan, profile)
     return PrepareReport(manifest, writer.count, writer.cache_hits, writer.failed, skipped, profile, choices)
 

@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from avstack.io import read_json, write_json_atomic
 from avstack.limits import cores
 from avstack.manifest import ClipRecord
+from avstack.preparation.asr_clock import AsrClock
 from avstack.preparation.discover import ClipJob
 from avstack.preparation.settings import ASR_MODES, PrepareSettings, cache_key
 from avstack.preparation.stages import asr_cache_path, asr_settings_of, no_audio_asr
-
-if TYPE_CHECKING:
-    pass
-
 
 TAIL_PACKS = 2  # the last, partial pack of a packed job is split in this many
 
@@ -58,8 +57,16 @@ class AsrFeeder:
 
             if self.s.asr_aligner in ("auto", "acoustic") and acoustic.available():
                 self.aligners.enter_context(acoustic.in_processes(cores()))
-        self.pool = ThreadPoolExecutor(parallel)
+        # the transcriber's threads hear a group and hand its clips to the finishers (the guards and
+        # the aligner, which sends the search to its processes): the next group is heard while the
+        # last is aligned, and a clip's words depend on that clip alone there (asr.batch)
+        finishers = max(1, cores())
+        self.pool = ThreadPoolExecutor(parallel, thread_name_prefix="avstack-transcriber")
+        self.finishers = ThreadPoolExecutor(finishers, thread_name_prefix="avstack-aligner")
         self.futures: list[Future[None]] = []
+        self.finishing: list[Future[None]] = []
+        self.emitting = threading.Lock()  # the manifest is written by one finisher at a time
+        self.clock = AsrClock(parallel, finishers)
 
     def add(self, rec: ClipRecord) -> None:
         self.arrived[rec.clip_id] = rec
@@ -69,10 +76,10 @@ class AsrFeeder:
 
     def _take(self, job: ClipJob, rec: ClipRecord) -> None:
         if rec.error:
-            self.emit(rec)
+            self._emit(rec)
             return
         if not rec.audio:
-            self.emit(replace(rec, asr=no_audio_asr(self.s)))
+            self._emit(replace(rec, asr=no_audio_asr(self.s)))
             return
         settings = asr_settings_of(job, self.s)
         if self.mode == "packed":  # packs are planned on each clip's speech span: read it now
@@ -83,7 +90,7 @@ class AsrFeeder:
             try:
                 samples = sf.read(self.out / rec.audio["path"], dtype="float32")[0]
             except Exception as exc:  # this clip fails; the rest go on
-                self.emit(rec.failed(exc))
+                self._emit(rec.failed(exc))
                 return
             self.samples[rec.clip_id] = samples
             self.seconds[rec.clip_id] = asr.packed_seconds(samples)
@@ -111,9 +118,14 @@ class AsrFeeder:
         try:
             for f in self.futures:
                 f.result()
+            self.pool.shutdown()  # every group heard: every finisher queued
+            for f in self.finishing:
+                f.result()
         finally:
             self.pool.shutdown()
+            self.finishers.shutdown()
             self.aligners.close()
+            self.clock.stop()
 
     def _last_groups(self, items: list[ClipRecord]) -> list[list[ClipRecord]]:
         """The clips left at the end (one pack that never filled): split into TAIL_PACKS smaller
@@ -134,8 +146,9 @@ class AsrFeeder:
         return groups
 
     def _run(self, settings: Any, items: list[ClipRecord]) -> None:
-        """One group (a batch, or the clips of one or more packs): a clip's words in it depend on
-        the whole group, so the group's audio is part of each member's cache key."""
+        """Hear one group (a batch, or the clips of one or more packs) on this transcriber thread,
+        and queue each clip's finishing: a clip's words in it depend on the whole group, so the
+        group's audio is part of each member's cache key."""
         from avstack import asr
 
         group = cache_key([(rec.audio or {})["sha256"] for rec in items])
@@ -144,8 +157,9 @@ class AsrFeeder:
         waiting = [self.samples.pop(rec.clip_id, None) for rec in items]
         if all(c is not None for c in cached):
             for rec, c in zip(items, cached):
-                self.emit(replace(rec, asr=c))
+                self._emit(replace(rec, asr=c))
             return
+        began = time.perf_counter()
         try:
             import soundfile as sf
 
@@ -154,16 +168,36 @@ class AsrFeeder:
                 for rec, w in zip(items, waiting)
             ]
             if self.mode == "batched":
-                results = asr.transcribe_batch(clips, settings, batch_size=self.s.asr_batch)
+                heard = asr.hear_batch(clips, settings, batch_size=self.s.asr_batch)
             else:
-                results = asr.transcribe_packed(clips, settings)
+                heard = asr.hear_packed(clips, settings)
         except Exception as exc:  # this group's clips fail; the rest go on
             for rec in items:
-                self.emit(rec.failed(exc))
+                self._emit(rec.failed(exc))
             return
-        for rec, path, tr in zip(items, paths, results):
-            write_json_atomic(path, tr.to_ecog())
-            self.emit(replace(rec, asr=tr.to_ecog()))
+        ended = time.perf_counter()
+        self.clock.heard([(rec.clip_id, len(c) / asr.RATE) for rec, c in zip(items, clips)], began, ended)
+        for rec, path, h in zip(items, paths, heard):
+            self.finishing.append(self.finishers.submit(self._finish, rec, path, h, ended))
+
+    def _finish(self, rec: ClipRecord, path: Path, heard: Any, queued: float) -> None:
+        """One clip's CPU part on a finisher thread: its guards and aligner, its cache, its line."""
+        from avstack import asr
+
+        began = time.perf_counter()
+        try:
+            tr = heard if isinstance(heard, asr.Transcript) else asr.finish(heard)
+        except Exception as exc:  # this clip fails; the rest go on
+            self._emit(rec.failed(exc))
+            return
+        aligned = time.perf_counter()
+        write_json_atomic(path, tr.to_ecog())
+        self._emit(replace(rec, asr=tr.to_ecog()))
+        self.clock.finished(rec.clip_id, queued, began, aligned, time.perf_counter())
+
+    def _emit(self, rec: ClipRecord) -> None:
+        with self.emitting:
+            self.emit(rec)
 
 
 def asr_order(jobs: Sequence[ClipJob], mode: str) -> list[ClipJob]:
