@@ -2,6 +2,7 @@
 
     make bench-gpu                                   # on a machine with an NVIDIA GPU (writes benchmarks/gpu.json)
     python benchmarks/gpu.py --device cpu --quick    # the same keys on a CPU in about a minute (in the test suite)
+    python benchmarks/gpu.py --device sim --quick --out sim.json   # the GPU pipeline, simulated (gpu_sim.py)
 
 Sections, in the order they run (each one's failure is recorded under `errors` and the next one
 runs; the JSON is written after each, so a run stopped at its limit keeps what it measured; a
@@ -345,6 +346,11 @@ def short_asr(b: Bench, inputs: Inputs, computes: tuple[str, ...]) -> None:
                 bare = replace(s, aligner="none")
                 mine, wall_n = timed(lambda s=bare: [asr.transcribe(a, s) for a in inputs.audio])
                 rows.append(("per_clip", "none", mine, wall_n))
+                # a batch's device part alone (asr.hear_batch, what the feeder's transcriber thread
+                # runs): the simulated device's figure (benchmarks/gpu_sim.py); not finished, so
+                # its words are not compared
+                _, wall_h = timed(lambda s=s: asr.hear_batch(inputs.audio, s, 16))
+                b.result["asr_rtf"].append(rtf_row(name, compute, "none", "short", "batched", inputs.seconds, wall_h))
             for mode, aligner, trs, w in rows:
                 b.result["asr_rtf"].append(rtf_row(name, compute, aligner, "short", mode, inputs.seconds, w))
                 cmp = compare_words(trs, refs[aligner])
@@ -544,9 +550,31 @@ def merge_earlier(b: Bench, earlier: dict[str, Any], only: list[str]) -> None:
     b.result["meta"]["section_s"] = {k: v for k, v in earlier.get("meta", {}).get("section_s", {}).items()}
 
 
+def simulated(b: Bench) -> dict[str, Any]:
+    """--device sim: prepare's pipeline with the transcriber's compute replaced by the GPU's
+    measured time (benchmarks/gpu_sim.py); written under `simulated`."""
+    from gpu_sim import run_sim
+
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        os.environ.setdefault("AVSTACK_CACHE", str(tmp / "cache"))
+        inputs = load_inputs(b.args, tmp)
+        b.result["meta"] |= {"clips": len(inputs.clips), "audio_s": round(inputs.seconds, 1)}
+        b.result["versions"] = versions()
+        sim = lambda: b.result.update(  # noqa: E731
+            simulated=run_sim(inputs.data_root, tmp, b.args.workers, inputs.models["tiny.en"], inputs.seconds)
+        )
+        b.section("simulated", sim)
+    s = b.result.get("simulated", {})
+    ratios = f"x{s.get('wall_over_critical_path')}; shared cores x{s.get('wall_over_critical_path_shared_cores')}"
+    print(f"simulated device: wall {s.get('wall_s')} s, critical path {s.get('critical_path_s')} s ({ratios})")
+    return b.result
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--device", choices=("cuda", "cpu", "sim"), default="cuda", help="sim: benchmarks/gpu_sim.py")
+    ap.add_argument("--workers", type=int, default=2, help="--device sim: prepare's workers")
     ap.add_argument("--quick", action="store_true", help="tiny.en, the bundled samples, 1 worker: about a minute")
     ap.add_argument("--data", type=Path, default=None, help="benchmarks/gpu_kit.py's data folder")
     ap.add_argument("--out", type=Path, action="append", default=None, help="JSON to write (repeatable)")
@@ -573,6 +601,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     b.result["meta"]["runs"] = [b.result["meta"]["started"]]
+    if args.device == "sim":
+        return simulated(b)
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         os.environ.setdefault("AVSTACK_CACHE", str(tmp / "cache"))

@@ -91,3 +91,37 @@ def test_cpu_quick_has_every_key(tmp_path):
     assert result["ray"] or "ray" in result["skipped"]
     if result["ray"]:
         assert result["ray"]["asr_on_device"] == result["ray"]["clips"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("faster_whisper") is None, reason="faster-whisper is not installed")
+def test_the_simulated_device_runs_the_whole_pipeline_and_profiles_the_asr_thread(tmp_path):
+    """`--device sim --quick`: the bundled samples through prepare's GPU pipeline with the
+    transcriber's compute replaced by the GPU's measured time. The simulated device gives back the
+    CPU's words (the timed run writes the recording run's words), its busy time is the clips'
+    audio times the GPU's figure, the ASR thread's profile accounts for it, and no wall time is
+    shorter than its critical path."""
+    out = tmp_path / "sim.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "gpu.py"), "--device", "sim", "--quick", "--workers", "1", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["errors"] == {}, result["errors"]
+    sim = result["simulated"]
+    assert sim["same_words_as_recording"] is True
+    assert sim["gpu_busy_s"] == pytest.approx(sim["audio_s"] * sim["gpu_rtf"], rel=0.01)
+    assert sim["gpu_groups"] >= 2  # batches ramp up (1, 2, 4, ...): the device starts on the first clip
+    asr_thread = sim["asr_thread"]
+    parts = {"waiting_for_audio_s", "transcribing_s", "waiting_for_aligner_s", "aligning_s", "writing_s"}
+    assert set(asr_thread["total"]) == parts and asr_thread["clips"]
+    for part in parts:  # the total is the clips' sum
+        summed = sum(row[part] for row in asr_thread["clips"].values())
+        assert asr_thread["total"][part] == pytest.approx(summed, abs=0.01 * len(asr_thread["clips"]))
+    # the transcriber thread's time is the sleeps', plus the little it does around them
+    assert sim["gpu_busy_s"] <= asr_thread["total"]["transcribing_s"] <= sim["gpu_busy_s"] + 1.0
+    assert 0 < asr_thread["transcriber_busy_share"] <= 1
+    assert sim["wall_s"] >= sim["critical_path_s"] >= sim["gpu_busy_s"]
+    assert sim["critical_path_shared_cores_s"] >= sim["critical_path_s"]
