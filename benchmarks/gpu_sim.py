@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,15 +101,19 @@ def run_sim(data_root: Path, tmp: Path, workers: int, model: str, audio_s: float
     try:
         prepare(data_root, tmp / "record", settings, workers=workers)
         sim.recording = False
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), os.times()
         report = prepare(data_root, tmp / "sim", settings, workers=workers)
-        wall = time.perf_counter() - t0
+        wall, cpu1 = time.perf_counter() - t0, os.times()
     finally:
         asr.hear_batch = real
     if report.failed:
         raise RuntimeError(f"{len(report.failed)} clips failed: {report.failed[0].error}")
+    # every process's CPU: this one's and the workers' and aligners' (children, counted once ended)
+    used = sum(cpu1[:4]) - sum(cpu0[:4])
     return summary(report.profile, wall, sim, cores(), workers, audio_s, rtf, source) | {
-        "same_words_as_recording": _words(tmp / "sim") == _words(tmp / "record")
+        "cpu_all_processes_s": round(used, 3),
+        "wall_over_all_cpu_per_core": round(wall / (used / cores()), 3) if used else None,
+        "same_words_as_recording": _words(tmp / "sim") == _words(tmp / "record"),
     }
 
 
@@ -119,8 +124,8 @@ def summary(
     """The figures: wall, the GPU's busy time, the CPU stages, the critical path and the ratios."""
     asr_thread = profile.get("asr_thread") or {}
     cpu = {name: v["cpu_s"] for name, v in profile.get("stages", {}).items()}
-    # the aligner runs in its own processes: their busy time is the finishers' aligning time
-    cpu["alignment"] = (asr_thread.get("total") or {}).get("aligning_s", 0.0)
+    # the CPU's part of ASR: the finisher threads' own time and the aligner processes' searches
+    cpu["alignment"] = asr_thread.get("finishing_cpu_s", 0.0) + asr_thread.get("aligner_process_cpu_s", 0.0)
     per_stage = max(cpu.values(), default=0.0) / n_cores
     shared = sum(cpu.values()) / n_cores
     critical = max(sim.busy_s, per_stage)

@@ -23,6 +23,8 @@ class AsrClock:
         self.clips: dict[str, dict[str, float]] = {}
         self.busy_s = 0.0
         self.groups = 0
+        self.finish_cpu_s = 0.0  # the finisher threads' own CPU (guards, an in-process search)
+        self.aligner_cpu_s = 0.0  # the aligner processes' CPU for this feeder's clips
         self.lock = threading.Lock()
 
     def heard(self, clips: list[tuple[str, float]], began: float, ended: float) -> None:
@@ -40,16 +42,21 @@ class AsrClock:
                 row["waiting_for_audio_s"] += idle / len(clips)
                 row["transcribing_s"] += (ended - began) * share
 
-    def finished(self, clip_id: str, queued: float, began: float, aligned: float, written: float) -> None:
-        """A clip's CPU part: queued for the aligner, aligned, its cache and manifest line written."""
+    def finished(
+        self, clip_id: str, queued: float, began: float, aligned: float, written: float, cpu_s: float
+    ) -> None:
+        """A clip's CPU part: queued for the aligner, aligned (`cpu_s` of its thread), its cache and
+        manifest line written."""
         with self.lock:
+            self.finish_cpu_s += cpu_s
             row = self._row(clip_id)
             row["waiting_for_aligner_s"] += began - queued
             row["aligning_s"] += aligned - began
             row["writing_s"] += written - aligned
 
-    def stop(self) -> None:
+    def stop(self, aligner_cpu_s: float = 0.0) -> None:
         self.ended = time.perf_counter()
+        self.aligner_cpu_s = aligner_cpu_s
 
     def _row(self, clip_id: str) -> dict[str, float]:
         return self.clips.setdefault(clip_id, dict.fromkeys(PARTS, 0.0))
@@ -63,6 +70,9 @@ class AsrClock:
             "aligner_threads": self.threads[1],
             "groups": self.groups,
             "total": total,
+            # CPU seconds: the finishers' threads, and the searches in the aligner's processes
+            "finishing_cpu_s": round(self.finish_cpu_s, 3),
+            "aligner_process_cpu_s": round(self.aligner_cpu_s, 3),
             # the transcriber's own time over what its threads had: on a GPU, the device's busy share
             "transcriber_busy_share": round(self.busy_s / (wall * self.threads[0]), 3) if wall > 0 else 0.0,
             "clips": {cid: {p: round(v, 3) for p, v in row.items()} for cid, row in sorted(self.clips.items())},

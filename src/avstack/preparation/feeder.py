@@ -53,11 +53,10 @@ class AsrFeeder:
         # the acoustic aligner in processes, one per core: in a GPU batch too, whose clips were
         # aligned one after another on this thread (benchmarks/gpu.py on an H200, 43 short clips:
         # batched ASR 14 s with the aligner, 5 s for the transcriber alone); the same words
-        if cores() > 1:
-            from avstack.asr import acoustic
+        from avstack.asr import acoustic  # the ASR package is heavy: only when ASR runs
 
-            if self.s.asr_aligner in ("auto", "acoustic") and acoustic.available():
-                self.aligners.enter_context(acoustic.in_processes(cores()))
+        if cores() > 1 and self.s.asr_aligner in ("auto", "acoustic") and acoustic.available():
+            self.aligners.enter_context(acoustic.in_processes(cores()))
         # the transcriber's threads hear a group and hand its clips to the finishers (the guards and
         # the aligner, which sends the search to its processes): the next group is heard while the
         # last is aligned, and a clip's words depend on that clip alone there (asr.batch)
@@ -68,6 +67,7 @@ class AsrFeeder:
         self.finishing: list[Future[None]] = []
         self.emitting = threading.Lock()  # the manifest is written by one finisher at a time
         self.clock = AsrClock(parallel, finishers)
+        self.aligner_cpu_from = self._aligner_cpu_s()
 
     def add(self, rec: ClipRecord) -> None:
         self.arrived[rec.clip_id] = rec
@@ -128,7 +128,7 @@ class AsrFeeder:
             self.pool.shutdown()
             self.finishers.shutdown()
             self.aligners.close()
-            self.clock.stop()
+            self.clock.stop(self._aligner_cpu_s() - self.aligner_cpu_from)
 
     def _last_groups(self, items: list[ClipRecord]) -> list[list[ClipRecord]]:
         """The clips left at the end (one pack that never filled): split into TAIL_PACKS smaller
@@ -187,16 +187,22 @@ class AsrFeeder:
         """One clip's CPU part on a finisher thread: its guards and aligner, its cache, its line."""
         from avstack import asr
 
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.thread_time()
         try:
             tr = heard if isinstance(heard, asr.Transcript) else asr.finish(heard)
         except Exception as exc:  # this clip fails; the rest go on
             self._emit(rec.failed(exc))
             return
-        aligned = time.perf_counter()
+        aligned, cpu = time.perf_counter(), time.thread_time() - cpu
         write_json_atomic(path, tr.to_ecog())
         self._emit(replace(rec, asr=tr.to_ecog()))
-        self.clock.finished(rec.clip_id, queued, began, aligned, time.perf_counter())
+        self.clock.finished(rec.clip_id, queued, began, aligned, time.perf_counter(), cpu)
+
+    @staticmethod
+    def _aligner_cpu_s() -> float:
+        from avstack.asr import acoustic
+
+        return acoustic.process_cpu_seconds()
 
     def _emit(self, rec: ClipRecord) -> None:
         with self.emitting:
