@@ -170,7 +170,7 @@ def one_model_at_a_time() -> Iterator[None]:
         _ONE_AT_A_TIME.reset(token)
 
 
-def _forget_all_but(key: tuple[str, str, int, int, str]) -> None:
+def _forget_all_but(key: tuple[str, str, int, int, str] | None) -> None:
     """Every loaded model but `key` let go (one still in use elsewhere lives on with its user)."""
     others = [k for k in _MODELS if k != key]
     for k in others:
@@ -209,6 +209,9 @@ def seeded_model(name: str, device: str, threads: int, seed: int, compute_type: 
     have drawn already). Callers hold SEED_LOCK until the transcription is done."""
     import ctranslate2
 
+    if _ONE_AT_A_TIME.get():  # the cached transcriber waits while this one decodes (30-minute read: 1,253 MB peak)
+        with _LOADING:
+            _forget_all_but(None)
     ctranslate2.set_random_seed(seed)
     dev, compute = pick_device(device, compute_type)
     return _whisper_class()(resolve_model(name), device=dev, compute_type=compute, cpu_threads=threads)

@@ -255,6 +255,7 @@ def transcribe_words(
     if sampled:
         # the fallback sampled: decoded again from a seed of this audio alone, so the words do not
         # depend on what this process (or thread, or worker) transcribed before
+        del model  # one model at a time where asked (a long clip's windows): this one may go
         with SEED_LOCK:
             with stage("model load"):  # a fresh model: its sampler starts from this clip's seed
                 model = seeded_model(s.model, s.device, s.threads, clip_seed(samples), s.compute_type)
