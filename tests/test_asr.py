@@ -454,3 +454,19 @@ def test_a_long_clips_asr_reports_its_progress_as_it_goes():
     before = len(seen)
     asr.transcribe(audio[:16_000], AsrSettings(model="tiny.en", language="en"))
     assert len(seen) == before  # outside the block nobody is told
+
+
+def test_batches_ramp_up_and_down_by_the_count_alone():
+    """prepare's GPU batches (feeder.batch_sizes): every clip in exactly one batch, none over the
+    batch size, the first batch one clip (the device starts at once), the ends mirrored; the 43
+    short clips of the GPU kit by hand."""
+    from avstack.preparation.feeder import batch_sizes
+
+    assert batch_sizes(43, 16) == [1, 2, 4, 8, 13, 8, 4, 2, 1]
+    assert batch_sizes(7, 16) == [1, 2, 1, 2, 1]
+    for most in (1, 2, 5, 16):
+        for n in range(1, 120):
+            sizes = batch_sizes(n, most)
+            assert sum(sizes) == n and all(1 <= k <= most for k in sizes), (n, most, sizes)
+            assert sizes[0] == sizes[-1] == 1, (n, most, sizes)
+            assert len(sizes) <= 2 * most.bit_length() + n // most + 1  # never clip by clip for long

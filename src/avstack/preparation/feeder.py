@@ -39,7 +39,13 @@ class AsrFeeder:
         self.jobs = {j.clip_id: j for j in jobs}
         self.arrived: dict[str, ClipRecord] = {}
         self.pending: dict[Any, list[ClipRecord]] = {}
-        self.made: dict[Any, int] = {}  # groups sent so far, per settings (batched: the ramp, batch_size)
+        self.made: dict[Any, int] = {}  # groups sent so far, per settings
+        # batched: each settings' batch sizes, planned on how many of the jobs share them (batch_sizes)
+        counts: dict[Any, int] = {}
+        for j in jobs:
+            key = asr_settings_of(j, s)
+            counts[key] = counts.get(key, 0) + 1
+        self.sizes = {key: batch_sizes(n, s.asr_batch) for key, n in counts.items()}
         self.samples: dict[str, Any] = {}  # packed: a waiting clip's audio, read once
         self.seconds: dict[str, float] = {}  # packed: what it takes of a window
         # packs side by side, one per core (each transcription keeps its fixed threads, so the
@@ -96,19 +102,20 @@ class AsrFeeder:
             self.samples[rec.clip_id] = samples
             self.seconds[rec.clip_id] = asr.packed_seconds(samples)
         items = [*self.pending.get(settings, []), rec]
-        while ready := self._ready(items, self.made.get(settings, 0)):  # the same groups on every run
+        while ready := self._ready(items, settings):  # the same groups on every run
             self.futures.append(self.pool.submit(self._run, settings, items[:ready]))
             self.made[settings] = self.made.get(settings, 0) + 1
             items = items[ready:]
         self.pending[settings] = items
 
-    def _ready(self, items: list[ClipRecord], made: int) -> int:
-        """How many of the waiting clips make the next full group: a batch (the `made`-th, see
-        batch_size), or a pack that the next clip could not join."""
+    def _ready(self, items: list[ClipRecord], settings: Any) -> int:
+        """How many of the waiting clips make the next full group: the next planned batch (see
+        batch_sizes; past the plan, full batches), or a pack that the next clip could not join."""
         from avstack import asr
 
         if self.mode == "batched":
-            size = batch_size(made, self.s.asr_batch)
+            planned, made = self.sizes.get(settings, []), self.made.get(settings, 0)
+            size = planned[made] if made < len(planned) else self.s.asr_batch
             return size if len(items) >= size else 0
         packs = asr.plan_packs([self.seconds[rec.clip_id] for rec in items])
         return len(packs[0]) if len(packs) > 1 else 0
@@ -209,13 +216,22 @@ class AsrFeeder:
             self.emit(rec)
 
 
-def batch_size(made: int, most: int) -> int:
-    """The size of a job's `made`-th batch: 1, 2, 4, ... up to `most`. The device starts on the
-    first clip whose audio is there instead of waiting for `most` to be decoded, and the aligner
-    has work from then on (the simulated device, 7 short clips on 2 cores: the first batch waited
-    1.0 s for all seven). A function of the count alone, never of timing: a clip's batch, hence its
-    words, is the same on every run."""
-    return max(1, min(most, 2**made))
+def batch_sizes(n: int, most: int) -> list[int]:
+    """The batch sizes of `n` clips: 1, 2, 4, ... up to `most` at the start, full batches, and the
+    same steps down at the end (with fewer clips, as far as they go). At the start the device
+    begins on the first clip decoded instead of waiting for `most` (the simulated device, 7 short
+    clips on 2 cores: the first batch waited 1.0 s for all seven); at the end the last clips are
+    heard and aligned while the rest are, instead of a full batch heard alone while the cores
+    wait. The sizes depend on the count alone, never on timing: a clip's batch, hence its words,
+    is the same on every run."""
+    head: list[int] = []
+    step, left = 1, n
+    while step < most and left >= 2 * step:
+        head.append(step)
+        left -= 2 * step
+        step *= 2
+    middle = [most] * (left // most) + ([left % most] if left % most else [])
+    return head + middle + head[::-1]
 
 
 def asr_order(jobs: Sequence[ClipJob], mode: str) -> list[ClipJob]:
