@@ -42,9 +42,7 @@ class AsrClock:
                 row["waiting_for_audio_s"] += idle / len(clips)
                 row["transcribing_s"] += (ended - began) * share
 
-    def finished(
-        self, clip_id: str, queued: float, began: float, aligned: float, written: float, cpu_s: float
-    ) -> None:
+    def finished(self, clip_id: str, queued: float, began: float, aligned: float, written: float, cpu_s: float) -> None:
         """A clip's CPU part: queued for the aligner, aligned (`cpu_s` of its thread), its cache and
         manifest line written."""
         with self.lock:
