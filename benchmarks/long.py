@@ -17,13 +17,15 @@ length asked, through `prepare --anchors full --fps 0.5 --lang en` in a fresh pr
 (the prepare's own VmHWM and its largest child's), seconds of prepare per second of audio, and
 word-edge error in the first and the last 10 minutes (drift):
 
-    python benchmarks/long.py --continuous 5,30 --model tiny.en   # -> benchmarks/long_continuous.json
+    python benchmarks/long.py --continuous 5,30,120 --model tiny.en   # -> benchmarks/long_continuous_tiny_en.json
+    python benchmarks/long.py --continuous 5,30 --model base          # -> benchmarks/long_continuous_base.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,6 +43,7 @@ RATE = 16_000
 FPS = 10
 SIZE = "640x360"
 GOP = 50  # a keyframe every 5 s, as cameras and phones write
+CPU_SECONDS: list[float] = []  # each prepare's CPU seconds (a shared machine moves the wall, less the CPU)
 # distinct sentences in turn: Whisper's VAD joins the speech of a sparse hour into a few windows, and
 # one sentence said over and over there reads as a repetition loop (tiny.en: "this, this, this...")
 SENTENCES = (
@@ -94,17 +97,19 @@ def bare_decode(path: Path) -> float:
 
 
 def prepare(path: Path, out: Path, *args: str) -> tuple[float, int]:
-    """`avstack prepare` on the file in a fresh process: (seconds, peak RSS in MB)."""
+    """`avstack prepare` on the file in a fresh process: (seconds, peak RSS in MB); its CPU
+    seconds (user and system, its own children's included) in CPU_SECONDS[-1]."""
     code = (
         "import re, sys; from avstack_cli.app import main; sys.argv = ['avstack'] + sys.argv[1:]\n"
         "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\nelse:\n    code = 0\n"
         "print('HWM', re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1), file=sys.stderr)\n"
         "sys.exit(code)"
     )
-    t0 = time.perf_counter()
+    t0, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-c", code, "prepare", str(path.parent), "--out", str(out), *args],
                           capture_output=True, text=True)  # fmt: skip
-    wall = time.perf_counter() - t0
+    wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SECONDS.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     if done.returncode != 0:
         raise SystemExit(f"prepare {' '.join(args)} failed:\n{done.stderr[-3000:]}")
     hwm = int(done.stderr.rsplit("HWM", 1)[1].split()[0])
@@ -180,7 +185,6 @@ def edge_errors(words: list[dict], truth: list[dict], lo_ms: int, hi_ms: int) ->
 
 def continuous(minutes: list[float], model: str) -> dict:
     """Each length of continuous speech through `prepare --anchors full` in a fresh process."""
-    import resource
 
     from avstack.manifest import load_manifest
 
@@ -204,6 +208,8 @@ def continuous(minutes: list[float], model: str) -> dict:
                 "words_recognized": len(words),
                 "seconds": round(wall, 1),
                 "seconds_per_audio_second": round(wall / (m * 60), 4),
+                "cpu_seconds": round(CPU_SECONDS[-1], 1),
+                "cpu_seconds_per_audio_second": round(CPU_SECONDS[-1] / (m * 60), 4),
                 "peak_rss_mb": rss,
                 "largest_process_peak_rss_mb": round(child / 1024) if child > before else None,
                 "windows": len((rec.asr or {}).get("timing", {}).get("windows_ms") or [0]),
@@ -218,6 +224,9 @@ def continuous(minutes: list[float], model: str) -> dict:
         "peak_rss_longest_over_shortest": round(long_["peak_rss_mb"] / short["peak_rss_mb"], 3),
         "time_per_second_longest_over_shortest": round(
             long_["seconds_per_audio_second"] / short["seconds_per_audio_second"], 3
+        ),
+        "cpu_per_second_longest_over_shortest": round(
+            long_["cpu_seconds_per_audio_second"] / short["cpu_seconds_per_audio_second"], 3
         ),
         "bounds": {"peak_rss_mb": 1200, "peak_rss_ratio": 1.1, "time_ratio": 1.0},
     }
