@@ -31,8 +31,6 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -46,6 +44,7 @@ import numpy as np
 
 from avstack.asr import pinyin
 from avstack.asr.lexicon import letter_phones, lexicon, spoken
+from avstack.asr.pool_cpu import run_timed
 from avstack.asr.refine import PHONE_MS, between_timed, syllable_edges
 from avstack.asr.takes import around_speech, chunks, split_at_pause
 from avstack.asr.types import RATE, Word
@@ -325,36 +324,10 @@ def align(words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]]
     pool = _pool
     if pool is not None:
         try:
-            result, cpu = pool.submit(_align_timed, words, samples, regions, language).result()
-            _charge(cpu)
-            return result
+            return run_timed(pool, _align_here, words, samples, regions, language)
         except BrokenProcessPool:  # an aligner process died: this process aligns instead
             pass
     return _align_here(words, samples, regions, language)
-
-
-_CPU_S = [0.0]  # CPU seconds of the searches this process sent to the aligner's processes
-_CPU_LOCK = threading.Lock()
-
-
-def _charge(seconds: float) -> None:
-    with _CPU_LOCK:
-        _CPU_S[0] += seconds
-
-
-def process_cpu_seconds() -> float:
-    """The CPU seconds the searches sent to the aligner's processes (`in_processes`) took so far;
-    a search in this process is on its caller's thread (time.thread_time). For prepare's ASR
-    profile and the simulated device's critical path."""
-    return _CPU_S[0]
-
-
-def _align_timed(
-    words: list[Word], samples: np.ndarray, regions: list[tuple[int, int]], language: str
-) -> tuple[Alignment, float]:
-    began = time.process_time()
-    result = _align_here(words, samples, regions, language)
-    return result, time.process_time() - began
 
 
 def _align_here(

@@ -207,9 +207,9 @@ class AsrFeeder:
 
     @staticmethod
     def _aligner_cpu_s() -> float:
-        from avstack.asr import acoustic
+        from avstack.asr.pool_cpu import process_cpu_seconds
 
-        return acoustic.process_cpu_seconds()
+        return process_cpu_seconds()
 
     def _emit(self, rec: ClipRecord) -> None:
         with self.emitting:
