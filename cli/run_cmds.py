@@ -217,6 +217,7 @@ def run_cmd(
     from avstack.tasks import RunJob, StackChoice, TaskInputs, get_task
 
     (budget,) = frame_budgets(fps, max_frames, one=True)
+    inputs = TaskInputs(questions, questions_format, prompt, asr, coord_order, bundles, images, style)
     with user_errors():
         chosen = get_task(task)
     plannable = chosen.ablation is not None and prepared is not None
@@ -229,8 +230,9 @@ def run_cmd(
 
         with user_errors():
             assert chosen.ablation is not None and prepared is not None
-            target = chosen.ablation(prepared, TaskInputs(questions, questions_format, prompt))
-            sent_with = backend_options(base_url, temperature, max_tokens, timeout, json_mode=json_mode)
+            # planned with what the run sends: the same inputs (--asr, --coord-order) and back-end options
+            target = chosen.ablation(prepared, inputs)
+            sent_with = backend_options(base_url, temperature, max_tokens, timeout, audio_as, json_mode)
             counting = counting_for(model, chosen.baselines, sent_with, image_rule, providers_file=providers)
 
             def replan(budgets: tuple[Any, ...]) -> dict[str, Any]:
@@ -253,7 +255,7 @@ def run_cmd(
             ),
             backend_options(base_url, temperature, max_tokens, timeout, audio_as, json_mode),
             prepared,
-            TaskInputs(questions, questions_format, prompt, asr, coord_order, bundles, images, style),
+            inputs,
             StackChoice(
                 variant, tuple(drop), ts_format, word_ts_format, options, shuffle_seed, max_side, layout, budget, pack
             ),

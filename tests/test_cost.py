@@ -255,3 +255,17 @@ def test_the_plan_counts_text_with_a_vllm_servers_tokenizer_and_sends_no_request
     assert {path for path, _ in VllmTokenizer.bodies} == {"/tokenize"}  # nothing asked of the model
     sent = [m for _, body in VllmTokenizer.bodies for m in body["messages"]]
     assert not any(p.get("type") != "text" for m in sent if isinstance(m["content"], list) for p in m["content"])
+
+
+def test_run_dry_run_plans_what_the_run_sends(prepared, tmp_path):
+    """`run --dry-run` plans with the run's own inputs: `--asr source` plans the annotations'
+    words (the plan took Whisper's: it dropped --asr and --coord-order, and --audio-as from the
+    back-end's options, so the bill was not for the requests sent)."""
+    planned = {}
+    for extra in ([], ["--asr", "source"]):
+        out = tmp_path / f"run{len(extra)}"
+        args = ["run", str(prepared), "--model", "openai:gpt-4o", "--out", str(out), "--dry-run", *extra]
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 0, res.output
+        planned[" ".join(extra)] = json.loads((out / "plan.json").read_text())["stacks"]["full"]["text_tokens"]
+    assert planned["--asr source"] != planned[""], planned
