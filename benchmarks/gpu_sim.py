@@ -72,11 +72,11 @@ class SimDevice:
     def hear_batch(self, real: Any) -> Any:
         def hear(clips: list[np.ndarray], s: Any, batch_size: int = 16) -> Any:
             key = group_key(clips)
-            if self.recording or key not in self.heard:
-                self.heard[key] = real(clips, s, batch_size)  # the CPU's words: untimed (recording run)
-                if not self.recording:
-                    raise RuntimeError("a group the recording run did not hear: the groups moved between runs")
+            if self.recording:  # the CPU's words, untimed
+                self.heard[key] = real(clips, s, batch_size)
                 return self.heard[key]
+            if key not in self.heard:
+                raise RuntimeError("a group the recording run did not hear: the groups moved between runs")
             seconds = sum(len(c) for c in clips) / 16_000 * self.rtf
             time.sleep(seconds)  # frees the GIL, as CTranslate2's compute does
             self.busy_s += seconds

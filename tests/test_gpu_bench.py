@@ -52,18 +52,20 @@ def _keys(result: dict) -> dict[str, set[str]]:
     return out
 
 
-@pytest.mark.skipif(importlib.util.find_spec("faster_whisper") is None, reason="faster-whisper is not installed")
-def test_cpu_quick_has_every_key(tmp_path):
+def _bench(tmp_path: Path, *args: str) -> dict:
+    """benchmarks/gpu.py with `args` in a process of its own: its JSON, the run and every section ok."""
     out = tmp_path / "gpu.json"
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "gpu.py"), "--device", "cpu", "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    cmd = [sys.executable, str(BENCH / "gpu.py"), *args, "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["errors"] == {}, result["errors"]
+    return result
+
+
+@pytest.mark.skipif(importlib.util.find_spec("faster_whisper") is None, reason="faster-whisper is not installed")
+def test_cpu_quick_has_every_key(tmp_path):
+    result = _bench(tmp_path, "--device", "cpu", "--quick")
     committed = json.loads((BENCH / "gpu.json").read_text())
     mine, theirs = _keys(result), _keys(committed)
     assert mine[""] == theirs[""]
@@ -100,17 +102,7 @@ def test_the_simulated_device_runs_the_whole_pipeline_and_profiles_the_asr_threa
     CPU's words (the timed run writes the recording run's words), its busy time is the clips'
     audio times the GPU's figure, the ASR thread's profile accounts for it, and no wall time is
     shorter than its critical path."""
-    out = tmp_path / "sim.json"
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "gpu.py"), "--device", "sim", "--quick", "--workers", "1", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(out.read_text())
-    assert result["errors"] == {}, result["errors"]
-    sim = result["simulated"]
+    sim = _bench(tmp_path, "--device", "sim", "--quick", "--workers", "1")["simulated"]
     assert sim["same_words_as_recording"] is True
     assert sim["gpu_busy_s"] == pytest.approx(sim["audio_s"] * sim["gpu_rtf"], rel=0.01)
     assert sim["gpu_groups"] >= 2  # batches ramp up (1, 2, 4, ...): the device starts on the first clip

@@ -30,7 +30,7 @@ def transcribe_batch(
     # each clip's guards and alignment on its own audio: side by side where the aligner has
     # processes (asr.acoustic.in_processes), the same result as one after another
     with ThreadPoolExecutor(max(1, min(acoustic.pooled(), len(todo)))) as pool:
-        for k, tr in zip(todo, pool.map(lambda k: finish(heard[k]), todo)):  # type: ignore[arg-type]
+        for k, tr in zip(todo, pool.map(finish, [h for h in heard if isinstance(h, Heard)])):
             out[k] = tr
     return [t for t in out if t is not None]
 

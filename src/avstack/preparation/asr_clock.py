@@ -35,9 +35,9 @@ class AsrClock:
             self.free_since[me] = ended
             self.busy_s += ended - began
             self.groups += 1
-            total = sum(s for _, s in clips) or float(len(clips))
+            total = sum(s for _, s in clips)
             for cid, seconds in clips:
-                share = (seconds or 1.0) / total if total else 1.0 / len(clips)
+                share = seconds / total if total else 1.0 / len(clips)
                 row = self._row(cid)
                 row["waiting_for_audio_s"] += idle / len(clips)
                 row["transcribing_s"] += (ended - began) * share
