@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from avstack.io import DataError, Progress, write_json_atomic
 from avstack.manifest import PREPARED_FORMAT as FORMAT  # 2: one clock per clip (streams, damage); older folders refused
@@ -21,14 +20,12 @@ from avstack.preparation.discover import VIDEO_SUFFIXES, ClipJob, Layout, discov
 from avstack.preparation.executors.local import map_surviving
 from avstack.preparation.feeder import AsrFeeder, asr_mode, asr_order
 from avstack.preparation.jobplan import JobPlan, plan_job
+from avstack.preparation.parts import AUDIO, ClipJoiner, crashed_part, part_order, prepare_part
 from avstack.preparation.settings import PrepareSettings
 from avstack.preparation.stages import crashed_record, prepare_clip
 from avstack.profiling import merged, profiled, stage
 from avstack.profiling import summarize as summarize_profile
 from avstack.version import __version__
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass
@@ -53,6 +50,10 @@ class PrepareReport:
 
 
 EXECUTORS = ("local", "ray")
+# how far each clip's audio part runs ahead of the frames parts, in clips per worker (plus one
+# batch): enough that the transcriber always has the next group's sound, few enough that only a
+# handful of transcribed clips wait for their frames
+AUDIO_LEAD_PER_WORKER = 2
 
 
 def prepare(
@@ -124,10 +125,20 @@ def prepare(
     else:
         # decoders in the workers; ASR here, across clips, while they go on
         media_only = replace(s, anchors=tuple(dict.fromkeys([*(a for a in s.anchors if a != "asr"), "audio"])))
-        feeder = AsrFeeder(jobs, s, out, mode, add)
-        for rec in run(media_only):
-            feeder.add(rec)
-        feeder.finish()
+        if executor == "local":  # each clip's sound ahead of frames, so the transcriber starts at once
+            joiner = ClipJoiner(add)
+            feeder = AsrFeeder(jobs, s, out, mode, joiner.heard)
+            parts = _run_parts(jobs, media_only, out, workers or 1, feeder.add)
+            for rec in (progress or (lambda it, n: it))(parts, len(jobs)):
+                joiner.framed(rec)
+            feeder.finish()
+            if joiner.waiting():  # every part returns once (map_surviving) and the feeder emits each
+                raise RuntimeError(f"prepare: clips left with one part of two: {', '.join(joiner.waiting()[:5])}")
+        else:
+            feeder = AsrFeeder(jobs, s, out, mode, add)
+            for rec in run(media_only):
+                feeder.add(rec)
+            feeder.finish()
         asr_thread = feeder.clock.summary()
     manifest = writer.finish()
     profile = summarize_profile(profiles, time.perf_counter() - started, workers or 1)
@@ -175,6 +186,26 @@ def _run_jobs(
     run_one = partial(prepare_clip, s=s, out=out)
     results = map_surviving(run_one, jobs, workers, ctx, crashed_record, _init_worker, (os.getpid(), _warm_model(s)))
     yield from wrap(results, len(jobs))
+
+
+def _run_parts(
+    jobs: list[ClipJob], s: PrepareSettings, out: Path, workers: int, heard: Callable[[ClipRecord], None]
+) -> Iterator[ClipRecord]:
+    """Each clip's audio part (to `heard` as it comes) and frames part (yielded: one per clip, for
+    the progress bar), audio parts AUDIO_LEAD clips ahead (preparation.parts)."""
+    lead = AUDIO_LEAD_PER_WORKER * workers + s.asr_batch
+    order = part_order(jobs, lead)
+    run_one = partial(prepare_part, s=s, out=out)
+    if workers <= 1:
+        results: Iterable[tuple[str, ClipRecord]] = (run_one(p) for p in order)
+    else:
+        ctx = get_context("spawn")
+        results = map_surviving(run_one, order, workers, ctx, crashed_part, _init_worker, (os.getpid(), None))
+    for kind, rec in results:
+        if kind == AUDIO:
+            heard(rec)
+        else:
+            yield rec
 
 
 def _init_worker(parent_pid: int, warm: tuple[str, str, int, str] | None = None) -> None:

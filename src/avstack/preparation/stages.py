@@ -5,6 +5,7 @@ Both executors (local processes, Ray) call down into these."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,16 +85,18 @@ def _write_frames(
 
 
 def audio_stage(
-    job: ClipJob, video_sha: str, s: PrepareSettings, out: Path, info: dict[str, Any]
+    job: ClipJob, video_sha: str, s: PrepareSettings, out: Path, info_of: Callable[[], dict[str, Any]]
 ) -> dict[str, Any] | None:
-    """16 kHz mono audio of the heard track as WAV, sample 0 at the clip's time 0 (`info` is the
-    frames stage's, which fixed the clock); keyed by the video and track; None without audio."""
+    """16 kHz mono audio of the heard track as WAV, sample 0 at the clip's time 0 (`info_of` gives
+    the clip's probed facts, which fix the clock: asked only when the cache has no WAV); keyed by
+    the video and track; None without audio."""
     name = cache_key({"v": CACHE_VERSION, "sha": video_sha, "streams": s.streams().key()})
     rel = Path("audio") / f"{name}.wav"
     meta_path = out / "cache" / "audio" / f"{name}.json"
     cached = read_json(meta_path)
     if cached is not None and (cached.get("path") is None or (out / rel).is_file()):
         return cached if cached.get("path") else None
+    info = info_of()
     if "audio" not in info.get("streams", {}):
         write_json_atomic(meta_path, {"path": None})
         return None
@@ -232,7 +235,7 @@ def _prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
             return rec.failed(problem)
         if "audio" in s.anchors or "asr" in s.anchors:
             with stage("audio"):
-                audio = audio_stage(job, sha, s, out, fr["info"])
+                audio = audio_stage(job, sha, s, out, lambda: fr["info"])
             rec = replace(rec, audio=audio, damage=rec.damage + tuple((audio or {}).get("damage") or ()))
             if "asr" in s.anchors:
                 rec = replace(rec, asr=asr_stage(job, audio, s, out) if audio else no_audio_asr(s))
