@@ -136,67 +136,65 @@ def user_errors() -> Iterator[None]:
         fail("interrupted; what was finished is kept and a rerun goes on from there", 130)
 
 
-def backend_options(
-    base_url: str | None,
-    temperature: float,
-    max_tokens: int,
-    timeout: float,
-    audio_as: str = "input_audio",
-    json_mode: bool = True,
-) -> dict[str, Any]:
-    opts: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "timeout": timeout}
-    if not json_mode:
-        opts["json_mode"] = False
-    if base_url:
-        opts["base_url"] = base_url
-    if audio_as != "input_audio":
-        opts["audio_as"] = audio_as
-    return opts
-
-
-def counting_for(
-    model: str, baselines: Any, options: dict[str, Any], image_rule: str | None, detail: str = "high", **more: Any
-) -> Any:
-    """How the plan counts: the image rule, and the server's own text count where the back-end
-    can ask one. Planning needs no key: a back-end that cannot be made here (a missing key or
-    extra) leaves the plan to its own estimate; the run itself says why when it starts."""
-    from avstack.runs.plan import Counting
-    from avstack.runs.runners import make_backend
-
-    try:
-        backend = make_backend(model, baselines, **options)
-    except (ValueError, ImportError):
-        backend = None
-    return Counting.of(backend, image_rule, detail, **more)
-
-
 def defaults() -> dict[str, Any]:
     from avstack.runs.runners import DEFAULTS
 
     return DEFAULTS
 
 
-# options `run` and `ablate` share, declared once
+# the topics options are grouped by in --help (typer's help panels)
+TASK, STACKS, MODEL, SEND, PLAN, ROUNDS, OUTPUT = (
+    "Task and its inputs",
+    "Input stacks",
+    "Model",
+    "Sending",
+    "Plan and cost",
+    "Rounds and statistics",
+    "Output",
+)
+
+# options the commands share, declared once
 BatchOption = Annotated[
-    bool, typer.Option("--batch", help="Send through the provider's batch API (about half the price; resumable)")
+    bool,
+    typer.Option(
+        "--batch", help="Send through the provider's batch API (about half the price; resumable)", rich_help_panel=SEND
+    ),
 ]
-BatchPollOption = Annotated[float, typer.Option(help="--batch: seconds between polls")]
-TemperatureOption = Annotated[float, typer.Option(help="Sampling temperature (recorded, part of the answer key)")]
-MaxTokensOption = Annotated[int, typer.Option(help="Longest answer in tokens (recorded, part of the answer key)")]
+BatchPollOption = Annotated[float, typer.Option(help="--batch: seconds between polls", rich_help_panel=SEND)]
+RetryFailedOption = Annotated[
+    bool,
+    typer.Option(
+        "--retry-failed",
+        help="Ask again the items whose request failed (refused, 4xx, no answer)",
+        rich_help_panel=SEND,
+    ),
+]
+TemperatureOption = Annotated[
+    float, typer.Option(help="Sampling temperature (recorded, part of the answer key)", rich_help_panel=MODEL)
+]
+MaxTokensOption = Annotated[
+    int, typer.Option(help="Longest answer in tokens (recorded, part of the answer key)", rich_help_panel=MODEL)
+]
 JsonModeOption = Annotated[
     bool,
     typer.Option(
         "--json-mode/--no-json-mode",
         help="Ask for a JSON answer (response_format json_object, Gemini's JSON MIME type); off to send the "
         "request as a harness without it does (recorded, part of the answer key)",
+        rich_help_panel=MODEL,
     ),
 ]
+BaseUrlOption = Annotated[
+    str | None, typer.Option(help="OpenAI-compatible server (or OPENAI_BASE_URL)", rich_help_panel=MODEL)
+]
+TimeoutOption = Annotated[float, typer.Option(help="Seconds per request", rich_help_panel=SEND)]
 FpsOption = Annotated[
     str | None,
     typer.Option(
         "--fps",
         help="Frame budget at stack time: at most this many frames a second, picked from the prepared ones "
         "uniformly in time, each at its true pts (ablate: a comma list is an axis)",
+        rich_help_panel=STACKS,
     ),
 ]
 MaxFramesOption = Annotated[
@@ -205,100 +203,40 @@ MaxFramesOption = Annotated[
         "--max-frames",
         help="Frame budget at stack time: at most this many frames, spread evenly in time over the prepared "
         "ones, first and last kept (ablate: a comma list such as 8,32,128 is an axis)",
+        rich_help_panel=STACKS,
     ),
 ]
-
-
-def frame_budgets(fps: str | None, max_frames: str | None, one: bool = False) -> tuple[Any, ...]:
-    """--fps and --max-frames as frame budgets: every pair of the two comma lists (one, for a run)."""
-    from avstack.prompting.budget import FrameBudget
-
-    def values(text: str | None, kind: Any, flag: str) -> list[Any]:
-        if text is None:
-            return [None]
-        try:
-            return [kind(v) for v in text.split(",") if v.strip()] or [None]
-        except ValueError:
-            fail(f"{flag}: expected {'numbers' if kind is float else 'whole numbers'} (a comma list), found {text!r}")
-
-    rates, counts = values(fps, float, "--fps"), values(max_frames, int, "--max-frames")
-    if one and len(rates) * len(counts) > 1:
-        fail("--fps, --max-frames: one value each for one stack (ablate compares several)")
-    try:
-        return tuple(dict.fromkeys(FrameBudget(r, n) for r in rates for n in counts))
-    except ValueError as exc:
-        fail(str(exc))
-
-
 FitLimitsOption = Annotated[
     bool,
     typer.Option(
         "--fit-limits",
         help="Where a stack would go over the provider's limits (images, bytes, pixels, context), lower its "
         "frame budget to the largest that fits, and record it (else the plan refuses it, naming the limit)",
+        rich_help_panel=PLAN,
     ),
 ]
-
-
-def packs_of(text: str) -> tuple[bool, ...]:
-    """--pack off | on | off,on as the ablation's packing axis."""
-    said = {"off": False, "on": True}
-    values = [v.strip() for v in text.split(",") if v.strip()]
-    bad = [v for v in values if v not in said]
-    if bad or not values:
-        fail(f"--pack: expected off, on or off,on; found {text!r}")
-    return tuple(dict.fromkeys(said[v] for v in values))
-
-
-def has_limits(model: str, providers: Path | None) -> bool:
-    """Does the providers file know a limit of this model's family (OpenAI's, Claude's, Gemini's)?"""
-    from avstack.runs.providers import family_of
-
-    found = family_of(model, None, providers)
-    return found is not None and any(v is not None for v in vars(found.limits).values())
-
-
-def within_limits(plan: dict[str, Any], budgets: tuple[Any, ...], fit: bool, replan: Any, out: Path) -> Any:
-    """(plan, budgets) once every stack is within its provider's limits: the plan refuses a stack
-    over one (naming the limit, the item and the budget that fits) or, with `fit`, plans again
-    with the budgets lowered and records the change in plan.json."""
-    from avstack.prompting.stacks import parse_stack_name
-    from avstack.runs.limits import refuse_or_fit
-    from avstack.runs.plan import write_plan
-
-    def budget_of(stack: str) -> Any:
-        try:
-            return parse_stack_name(stack).budget
-        except ValueError:  # a task's own condition (EgoGap's): no frame budget
-            return None
-
-    lowered = refuse_or_fit(plan.get("limits"), budgets, budget_of, fit)
-    if not lowered:
-        return plan, budgets
-    budgets = tuple(lowered.get(b, b) for b in budgets)
-    plan = replan(budgets)
-    refuse_or_fit(plan.get("limits"), budgets, budget_of, False)  # still over: no lower budget mends it
-    fitted = {old.label or "every frame": new.label for old, new in lowered.items()}
-    plan["limits"]["fitted"] = fitted
-    write_plan(plan, out)
-    said = ", ".join(f"{a} -> {b}" for a, b in fitted.items())
-    typer.echo(f"--fit-limits: frame budget lowered to fit {plan['limits']['family']}'s limits: {said}")
-    return plan, budgets
-
-
 ProvidersOption = Annotated[
     Path | None,
     typer.Option(
         help="A providers file of your own (JSON, as runs/providers.json): each model family's prompt-cache "
-        "rule and request limits (images, bytes, pixels, audio seconds, context tokens)"
+        "rule and request limits (images, bytes, pixels, audio seconds, context tokens)",
+        rich_help_panel=PLAN,
     ),
 ]
 ImageRuleOption = Annotated[
     str | None,
     typer.Option(
         help="The image-token rule the plan counts by (default: by the model's name): openai-tiles, "
-        "openai-patches, gemini, qwen2-vl, qwen2-vl-llama.cpp, qwen3-vl, internvl, llava-onevision, gemma3, claude"
+        "openai-patches, gemini, qwen2-vl, qwen2-vl-llama.cpp, qwen3-vl, internvl, llava-onevision, gemma3, claude",
+        rich_help_panel=PLAN,
     ),
+]
+MaxCostOption = Annotated[
+    float | None,
+    typer.Option(help="Refuse to start when the plan may cost more (USD, online prices)", rich_help_panel=PLAN),
+]
+PricesOption = Annotated[
+    Path | None, typer.Option(help="A price table of your own (JSON, as runs/prices.json)", rich_help_panel=PLAN)
 ]
 
 
@@ -330,21 +268,81 @@ prompts_app = typer.Typer(no_args_is_help=True, help="Prompt templates: check a 
 app.add_typer(prompts_app, name="prompts")
 
 
-def bill_first(plan: dict[str, Any], out: Path, dry_run: bool, max_cost: float | None) -> Any:
-    """Print the plan; end the command there for --dry-run; refuse to start above --max-cost;
-    the Budget that stops the run once the servers' reported usage reaches it (None: no limit)."""
-    from avstack.runs.cost import Budget, Price
-    from avstack.runs.plan import plan_table
+# each task's own options (tasks/<name>/task.py: its inputs record); the task refuses, by flag,
+# those it does not declare
+AsrSourceOption = Annotated[
+    str | None,
+    typer.Option(help="ecog: whose words, whisper (ours) or source (annotations); default ours", rich_help_panel=TASK),
+]
+CoordOrderOption = Annotated[str, typer.Option(help="ecog: xy or yx", rich_help_panel=TASK)]
+PromptOption = Annotated[Path | None, typer.Option(help=PROMPT_HELP, rich_help_panel=TASK)]
+QuestionsOption = Annotated[Path | None, typer.Option(help=QUESTIONS_HELP, rich_help_panel=TASK)]
+QFormatOption = Annotated[str, typer.Option(help=QFORMAT_HELP, rich_help_panel=TASK)]
+BundlesOption = Annotated[Path | None, typer.Option(help="egogap: the *.bundles.jsonl file", rich_help_panel=TASK)]
+ImagesOption = Annotated[
+    Path | None, typer.Option(help="egogap: the image folder (COCO train2017, wikimedia)", rich_help_panel=TASK)
+]
+StyleOption = Annotated[
+    str, typer.Option(help="egogap: the prompt style, default, egoplan or exclusion", rich_help_panel=TASK)
+]
+OptionsOption = Annotated[
+    str, typer.Option(help="egogap: the options, all, n3 (drop off-vantage) or swap_motor", rich_help_panel=TASK)
+]
+ShuffleOption = Annotated[
+    int | None, typer.Option(help="egogap: shuffle and re-letter the options with this seed", rich_help_panel=TASK)
+]
+MaxSideOption = Annotated[
+    int, typer.Option(help="egogap: the downscale variant's longest side in px", rich_help_panel=TASK)
+]
+WordsOption = Annotated[str, typer.Option(help=WORDS_HELP, rich_help_panel=STACKS)]
+AudioAsOption = Annotated[str, typer.Option(help=AUDIO_AS_HELP, rich_help_panel=MODEL)]
 
-    typer.echo(plan_table(plan))
-    if dry_run:
-        typer.echo(f"plan: {out / 'plan.json'} (nothing was sent)")
-        raise typer.Exit()
-    if max_cost is None:
-        return None
-    usd = plan["total"]["usd_at_most"]
-    if usd is None:
-        fail(f"--max-cost: the price of {plan['model']} is not known (not in the price table); pass --prices FILE")
-    if usd["online"] > max_cost:
-        fail(f"--max-cost {max_cost:g} USD: the plan may cost up to {usd['online']:.2f} USD; nothing was sent")
-    return Budget(max_cost, Price(**plan["price_usd_per_1m"]))
+
+def records_of(options: dict[str, Any]) -> dict[str, Any]:
+    """A command's options as the library call takes them: the back-end's and the plan's gathered
+    into their records (avstack.front.BackendOptions, Costing), by their fields' names."""
+    from dataclasses import fields
+
+    from avstack.front import BackendOptions, Costing
+
+    args = dict(options)
+    for name, record in (("backend", BackendOptions), ("costing", Costing)):
+        args[name] = record(**{f.name: args.pop(f.name) for f in fields(record) if f.name in args})
+    return args
+
+
+def shown(done: Any) -> None:
+    """What a command did: its summary, then its notes and any arm whose input departed (stderr)."""
+    typer.echo(done.summary)
+    for note in done.notes:
+        typer.echo(note, err=True)
+    for arm, said in done.departed.items():
+        typer.echo(f"{arm}: input departs from the plan: {said}", err=True)
+
+
+@contextmanager
+def ended() -> Iterator[None]:
+    """A library call's ending as a command's: refusals exit 2 (user_errors); a command that ran
+    and failed (avstack.front.CommandFailed) shows what it wrote and exits with its code, naming
+    the stacks whose requests failed and the command that asks only those again."""
+    import shlex
+
+    from avstack.front import CommandFailed
+
+    with user_errors():
+        try:
+            yield
+        except CommandFailed as exc:
+            if exc.done is None:
+                fail(str(exc), exc.code)
+            shown(exc.done)
+            for stack, f in exc.done.failed.items():
+                causes = "; ".join(f"{n}x {c}" for c, n in f["causes"].items())
+                typer.echo(f"{stack}: {f['request_failures']} of {f['clips']} requests failed: {causes}", err=True)
+            if exc.done.failed:
+                again = [a for a in sys.argv[1:] if a != "--retry-failed"]
+                command = " ".join(shlex.quote(a) for a in ["avstack", *again, "--retry-failed"])
+                fail(f"{exc}; ask only those items again: {command}", exc.code)
+            if str(exc) not in exc.done.notes:
+                fail(str(exc), exc.code)
+            raise typer.Exit(exc.code) from None

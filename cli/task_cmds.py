@@ -98,12 +98,11 @@ def view(
     port: Annotated[int, typer.Option(help="Port for --serve")] = 8000,
 ) -> None:
     """A static, offline site: every clip on its true time axis with every stack's answer on it."""
+    from avstack.front import view as build_view
     from avstack.site.pages import serve as serve_site
-    from avstack.tasks.view import build_view
 
     with user_errors():
-        index = build_view(prepared, list(runs or []), out)
-    typer.echo(f"site: {index}")
+        typer.echo(build_view(prepared, list(runs or []), out=out).summary)
     if serve:
         with user_errors():
             serve_site(out, port)

@@ -1,5 +1,6 @@
 import json
 import threading
+from pathlib import Path
 from http.server import ThreadingHTTPServer
 
 import cv2
@@ -10,13 +11,14 @@ from conftest import reference_file
 from fake_http import JsonHandler
 from typer.testing import CliRunner
 
+from avstack.prompting.messages import Image
 from avstack.runs.engine import RunSettings
 from avstack.tasks import backend_for
 from avstack.tasks.egogap import EgoGapDataError, build_prompt, load_bundles, parse_letter, score, spearman
 from avstack.tasks.egogap.export import export_ms_swift
 from avstack.tasks.egogap.prompt import EXCLUSION_RULE, drop_off_vantage, shuffled, swap_motor
 from avstack.tasks.egogap.report import load_egogap_run, write_egogap_report
-from avstack.tasks.egogap.runs import run_egogap, score_egogap_run
+from avstack.tasks.egogap.runs import image_cache, run_egogap, score_egogap_run, work_items
 from avstack.tasks.egogap.stack import EgoGapStack
 
 FILES = ("coco_default", "coco_egoplan", "wikimedia_default")
@@ -191,7 +193,11 @@ def test_runs_oracle_chance_text_and_image_ablations(tmp_path):
 
     vflip = tmp_path / "vflip"
     run_egogap(bundles, backend_for("egogap", "chance"), EgoGapStack(image="vflip"), vflip, images)
-    flipped = cv2.imread(str(next((vflip / "images" / "vflip").glob("*.jpg"))))
+    # the flipped picture the run sent, in the one place every EgoGap variant's pictures live
+    sent = work_items(load_bundles(bundles), EgoGapStack(image="vflip"), images)[0].request
+    (picture,) = [p for p in sent.parts if isinstance(p, Image)]
+    assert Path(picture.path).parent == image_cache() / "vflip"
+    flipped = cv2.imread(picture.path)
     assert flipped[-5, 40, 2] > 200 and flipped[5, 40, 2] < 60  # the red band is now at the bottom
     assert flipped[30, 2, 0] > 200  # a vertical flip keeps the blue left edge
     chance = score_egogap_run(vflip)

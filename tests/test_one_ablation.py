@@ -116,11 +116,12 @@ def test_every_task_places_the_clips_sound_where_ecog_does(prepared, questions):
     after the first text, before the frames, in EcoG's and videoqa's requests alike."""
     from avstack.prompting.messages import Audio, Image, Text
     from avstack.prompting.stacks import make_stack
-    from avstack.tasks import TaskInputs, get_task
+    from avstack.tasks import get_task
 
     omni = make_stack("omni")
-    for task, inputs in (("ecog", TaskInputs()), ("videoqa", TaskInputs(questions))):
-        requests = get_task(task).ablation(prepared, inputs).requests(omni)
+    for task, given in (("ecog", {}), ("videoqa", {"questions": questions})):
+        chosen = get_task(task)
+        requests = chosen.ablation(prepared, chosen.inputs(**given)).requests(omni)
         assert requests, task
         for req in requests:
             kinds = [type(p) for p in req.parts]
@@ -133,14 +134,15 @@ def test_the_prepared_folder_is_opened_once_per_ablation(prepared, questions, tm
     """One manifest read for the whole ablation (every stack's requests, runs and scores), where
     a videoqa ablation once read it about three times per stack."""
     import avstack.manifest as manifest
-    from avstack.api import ablate
+    from avstack import ablate
 
     reads = []
     real = manifest.load_manifest
     monkeypatch.setattr(manifest, "load_manifest", lambda p: reads.append(p) or real(p))
     extra = {"questions": questions} if task == "videoqa" else {}
-    report = ablate(prepared, "chance", tmp_path / "out", ["word_ts", "frame_ts"], ["text"], task=task, **extra)
-    assert not report.failed and (tmp_path / "out" / "text-no_word_ts" / "predictions.jsonl").is_file()
+    out = tmp_path / "out"
+    done = ablate(prepared, model="chance", out=out, drop=["word_ts", "frame_ts"], variants="text", task=task, **extra)
+    assert not done.failed and (tmp_path / "out" / "text-no_word_ts" / "predictions.jsonl").is_file()
     assert len(reads) == 1, reads
 
 

@@ -42,9 +42,24 @@ def test_ablate_deixis_shows_word_timing_matters(prepared, tmp_path):
     assert len(list((out / "cache").glob("*.json"))) <= 3 * 7
 
 
+def test_ablate_from_python_is_the_command(prepared, tmp_path):
+    """`avstack.ablate(...)` and `avstack ablate ...` write the same delta.csv, report.md (paths
+    aside) and plan.json: the command is that one library call."""
+    a, b = tmp_path / "A", tmp_path / "B"
+    done = ablate(prepared, model="deixis", drop=["frame_ts", "word_ts"], out=a)
+    args = ["ablate", str(prepared), "--model", "deixis", "--drop", "frame_ts", "--drop", "word_ts", "--out", str(b)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert done.path == a / "report.md" and done.summary.splitlines()[0] in res.output
+    assert (a / "delta.csv").read_bytes() == (b / "delta.csv").read_bytes()
+    assert json.loads((a / "plan.json").read_text()) == json.loads((b / "plan.json").read_text())
+    mine, theirs = ((x / "report.md").read_text().replace(str(x), "OUT") for x in (a, b))
+    assert mine == theirs and "full-no_frame_ts" in mine
+
+
 def test_report_is_byte_reproducible(prepared, tmp_path):
     out = tmp_path / "abl"
-    ablate(prepared, "chance", out, ["word_ts"])
+    ablate(prepared, model="chance", out=out, drop=["word_ts"])
     runs = [load_run(out / "full"), load_run(out / "full-no_word_ts")]
     write_report(runs, tmp_path / "r1")
     write_report(runs, tmp_path / "r2")

@@ -9,6 +9,10 @@ The public API (everything else under avstack.* is internal):
     transcribe(audio_or_video, ...)    words with times (Transcript, Word)
     stack(variant, drop, ...)          an input stack (Stack); render(prepared, record, stack, format=)
     score(task, truth, predictions)    the benchmark's own scores
+    run(prepared, model=, out=, ...)   a model over a task's items under one stack, then scored
+    ablate(prepared, model=, out=, drop=[...])   the input-stack ablation, planned, run, reported
+    export(prepared, to=, out=, ...)   precomputed inputs for other harnesses (lmms-eval, hf, batch)
+    view(prepared, runs, out=)         the offline site
 
 Documentation: docs/ (`make docs` builds the site).
 """
@@ -16,7 +20,10 @@ Documentation: docs/ (`make docs` builds the site).
 from typing import Any
 
 __all__ = [
+    "BackendOptions",
     "ClipRecord",
+    "CommandFailed",
+    "Costing",
     "Frame",
     "FrameRef",
     "PrepareReport",
@@ -24,14 +31,18 @@ __all__ = [
     "Stack",
     "Transcript",
     "Word",
+    "ablate",
+    "export",
     "open_prepared",
     "prepare",
     "render",
+    "run",
     "sample_frames",
     "sample_root",
     "score",
     "stack",
     "transcribe",
+    "view",
 ]
 
 

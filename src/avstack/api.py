@@ -22,12 +22,15 @@ if TYPE_CHECKING:
     import numpy as np
 
     from avstack.asr.types import Transcript, Word
+    from avstack.front import BackendOptions, CommandFailed, Costing, ablate, export, run, view
     from avstack.media.probe import Frame
     from avstack.prompting.stacks import Stack
 
 # names whose modules load numpy, PyAV or the ASR stack: imported on first use, so a command that
 # needs none of them (the prepare driver of a frames job) starts without them
 _LAZY = {"Frame": "media", "Transcript": "asr.types", "Word": "asr.types", "Stack": "prompting.stacks"}
+# the commands as library calls (avstack.front): `avstack.ablate(prepared, model=..., out=...)`
+_LAZY |= dict.fromkeys(["ablate", "run", "export", "view", "BackendOptions", "Costing", "CommandFailed"], "front")
 
 
 def __getattr__(name: str) -> Any:
@@ -208,7 +211,10 @@ def score(task: str, truth: PathLike, predictions: PathLike) -> dict[str, Any]:
 # the same list as avstack.__all__ (that one is read without importing this module;
 # tests/test_docs.py holds them equal)
 __all__ = [
+    "BackendOptions",
     "ClipRecord",
+    "CommandFailed",
+    "Costing",
     "Frame",
     "FrameRef",
     "PrepareReport",
@@ -216,42 +222,16 @@ __all__ = [
     "Stack",
     "Transcript",
     "Word",
+    "ablate",
+    "export",
     "open_prepared",
     "prepare",
     "render",
+    "run",
     "sample_frames",
     "sample_root",
     "score",
     "stack",
     "transcribe",
+    "view",
 ]
-
-
-def ablate(
-    prepared: PathLike,
-    model: str,
-    out: PathLike,
-    drops: Sequence[str] = (),
-    variants: Sequence[str] = (),
-    *,
-    task: str = "ecog",
-    questions: PathLike | None = None,
-    backend_options: dict[str, Any] | None = None,
-    settings: Any = None,
-    **spec: Any,
-) -> Any:
-    """The input-stack ablation of any registered task (avstack.runs.ablation): `drops` and
-    `variants`, and any other AblationSpec field by keyword (subsets, ts_formats, until, ...);
-    returns the written Report (`.failed` names the stacks whose requests failed)."""
-    from avstack.runs import ablation as engine
-    from avstack.runs.engine import Asking
-    from avstack.runs.runners import make_backend
-    from avstack.tasks import TaskInputs, get_task
-
-    chosen = get_task(task)
-    if chosen.ablation is None:
-        raise ValueError(f"task {task!r} has no ablation")
-    target = chosen.ablation(Path(prepared), TaskInputs(Path(questions) if questions else None))
-    full = engine.AblationSpec(drops=tuple(drops), variants=tuple(variants), **spec)
-    backend = make_backend(model, chosen.baselines, **(backend_options or {}))
-    return engine.ablate(target, full, Asking(backend, model, Path(out) / "cache", settings), Path(out))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,31 +33,21 @@ REGISTRY: dict[str, str] = {  # task name -> module holding its TASK
 LAYOUTS: tuple[tuple[str, str], ...] = (("avstack.tasks.ecog.layout", "ecog_layout"),)
 
 
-@dataclass(frozen=True)
-class TaskInputs:
-    """What a task reads beside the prepared folder, as the command line gave it; a task refuses
-    what it does not take (naming it), never ignores it."""
+def away_from_defaults(record: Any) -> list[str]:
+    """The fields of a dataclass record set away from their declared defaults, by name."""
+    return [f.name for f in fields(record) if f.default is not MISSING and getattr(record, f.name) != f.default]
 
-    questions: Path | None = None
-    questions_format: str = "auto"
-    prompt: Path | None = None
-    asr: str | None = None  # EcoG: whose words (whisper, or the annotations' source)
-    coord_order: str = "xy"  # EcoG: the order of a point's coordinates in answers
-    bundles: Path | None = None  # EgoGap: the *.bundles.jsonl file
-    images: Path | None = None  # EgoGap: the image folder
-    style: str = "default"  # EgoGap: the prompt style
 
-    def given(self) -> list[str]:
-        """The inputs set away from their defaults, by their flag names."""
-        wanted = {
-            "questions": self.questions is not None,
-            "asr": self.asr is not None,
-            "coord_order": self.coord_order != "xy",
-            "bundles": self.bundles is not None,
-            "images": self.images is not None,
-            "style": self.style != "default",
-        }
-        return [name for name, on in wanted.items() if on]
+def flag_names(names: Sequence[str]) -> str:
+    said = {"budget": "fps/--max-frames", "packed": "pack"}  # a field with another flag's name
+    return ", ".join("--" + said.get(n, n).replace("_", "-") for n in names)
+
+
+def refuse_flags(task: str, given: Sequence[str], takes: Sequence[str]) -> None:
+    """An option a task has no use for is an error naming it, never ignored."""
+    extra = [n for n in given if n not in takes]
+    if extra:
+        raise ValueError(f"--task {task} takes no {flag_names(extra)}")
 
 
 def needs_prepared(task: str, prepared: Path | None) -> Path:
@@ -66,59 +56,34 @@ def needs_prepared(task: str, prepared: Path | None) -> Path:
     return Path(prepared)
 
 
-def refuse_inputs(task: str, inputs: TaskInputs, takes: Sequence[str]) -> None:
-    refuse_flags(task, inputs.given(), takes)
-
-
-def refuse_flags(task: str, given: Sequence[str], takes: Sequence[str]) -> None:
-    """An option a task has no use for is an error naming it, never ignored."""
-    extra = [n for n in given if n not in takes]
-    said = {"frame_budget": "fps/--max-frames"}  # one option, two flags
-    if extra:
-        raise ValueError(f"--task {task} takes no {', '.join('--' + said.get(n, n.replace('_', '-')) for n in extra)}")
-
-
 @dataclass(frozen=True)
 class StackChoice:
-    """The one stack a `run` asks for, as the command line gave it: each task makes its own stack
-    of it (EcoG and videoqa an input stack of anchors, EgoGap a condition) and refuses, naming
-    them, the fields it has no use for."""
+    """The one input stack a `run` asks for, as the command line gave it (EcoG and videoqa make a
+    stack of anchors of it; EgoGap takes only its variant, its conditions being its own inputs);
+    a task refuses, naming them, the fields it has no use for."""
 
     variant: str = "full"
     drop: tuple[str, ...] = ()
     ts_format: str = "ms"
     word_ts_format: str = "json"
-    options: str = "all"  # EgoGap: all, n3, swap_motor
-    shuffle_seed: int | None = None  # EgoGap: the options shuffled and re-lettered
-    max_side: int = 512  # EgoGap: the downscale variant's longest side
     layout: str = "benchmark"  # EcoG, videoqa: where what a clip's stacks share goes
-    budget: Any = None  # EcoG, videoqa: a prompting.budget.FrameBudget (--fps, --max-frames); None: every frame
+    budget: Any = None  # a prompting.budget.FrameBudget (--fps, --max-frames); None: every frame
     packed: bool = False  # videoqa: all of a video's questions in one request (--pack)
 
     def given(self) -> list[str]:
-        """The fields set away from their defaults, by their flag names (the variant apart)."""
-        wanted = {
-            "drop": bool(self.drop),
-            "ts_format": self.ts_format != "ms",
-            "word_ts_format": self.word_ts_format != "json",
-            "options": self.options != "all",
-            "shuffle_seed": self.shuffle_seed is not None,
-            "max_side": self.max_side != 512,
-            "layout": self.layout != "benchmark",
-            "frame_budget": self.budget is not None and not self.budget.unbounded,
-            "pack": self.packed,
-        }
-        return [name for name, on in wanted.items() if on]
+        """The fields set away from their defaults (the variant apart; an unbounded budget is none)."""
+        unbounded = self.budget is not None and self.budget.unbounded
+        return [n for n in away_from_defaults(self) if n != "variant" and not (n == "budget" and unbounded)]
 
-    def anchors(self, task: str, more: tuple[str, ...] = ()) -> Any:
-        """The input stack of anchors this choice names (EcoG, videoqa; `more`: the task's own flags)."""
+    def anchors(self, task: str, packs: bool = False) -> Any:
+        """The input stack of anchors this choice names (EcoG, videoqa; `packs`: the task packs)."""
         from avstack.prompting.budget import FrameBudget
         from avstack.prompting.stacks import make_stack
 
-        refuse_flags(task, self.given(), ("drop", "ts_format", "word_ts_format", "layout", "frame_budget", *more))
-        budget = self.budget or FrameBudget()
+        if self.packed and not packs:
+            raise ValueError(f"--task {task} takes no --pack")
         s = (self.variant, self.drop, self.ts_format, self.word_ts_format, self.layout)
-        return make_stack(*s, budget, self.packed)
+        return make_stack(*s, self.budget or FrameBudget(), self.packed)
 
 
 @dataclass(frozen=True)
@@ -131,7 +96,7 @@ class RunJob:
     settings: RunSettings
     backend_options: Mapping[str, Any]
     prepared: Path | None = None
-    inputs: TaskInputs = TaskInputs()
+    inputs: Any = None  # the task's own inputs record (Task.inputs)
     stack: StackChoice = StackChoice()
     progress: Progress | None = None
 
@@ -159,11 +124,21 @@ class Task:
     report: Callable[[list[Path], Path, str | None], Report]  # run folders (first = baseline), out, cluster
     # the task as the ablation engine sees it (avstack.runs.ablation.AblationTask), for a prepared
     # folder and the task's inputs; None: the task has no ablation
-    ablation: Callable[[Path | None, TaskInputs], Any] | None = None
+    ablation: Callable[[Path | None, Any], Any] | None = None
     # `avstack stacks`: each item's rendered request under one stack into a JSONL file, in a format
     # (openai, gemini, hf, neutral) with media as paths or inline; returns how many; None: none
-    write_requests: Callable[[Path, TaskInputs, Path, Any, str, str], int] | None = None
+    write_requests: Callable[[Path, Any, Path, Any, str, str], int] | None = None
     truth: str = "gt"  # what `avstack score` reads the truth from: gt, bundles or questions (its flag)
+    # the task's own options, a frozen dataclass whose fields are named as their flags (EcoG: asr,
+    # coord_order, prompt); what a command offers and the task does not declare is refused
+    inputs: type = type(None)
+    # the one stack a run sends (StackChoice, the task's inputs) -> a stack: the run and its plan
+    # both make it here
+    run_stack: Callable[[StackChoice, Any], Any] | None = None
+    # `avstack export --task`: (prepared, inputs, stack, runs.exports.ExportOptions) -> the path written
+    export: Callable[[Path | None, Any, Any, Any], Path] | None = None
+    # `avstack view`: (the first folder, the run folders, out) -> the site's index
+    view: Callable[[Path, list[Path], Path], Path] | None = None
 
 
 def too_many_missing(missing: int, total: int) -> str | None:
@@ -202,6 +177,21 @@ def all_tasks() -> list[Task]:
 def task_of_run(meta: Mapping[str, Any]) -> Task:
     """The task a run folder's run.json belongs to (runs from before the field say EcoG)."""
     return get_task(str(meta.get("task") or "ecog"))
+
+
+def task_inputs(task: Task, offered: Mapping[str, Any], defaults: Mapping[str, Any]) -> Any:
+    """The task's own inputs record (Task.inputs) from the task options a command offered: one set
+    away from its default that the task does not declare is refused, by flag."""
+    declared = [f.name for f in fields(task.inputs)] if is_dataclass(task.inputs) else []
+    given = [n for n, v in offered.items() if n not in declared and v != defaults.get(n)]
+    refuse_flags(task.name, given, declared)
+    return task.inputs(**{n: v for n, v in offered.items() if n in declared})
+
+
+def input_names() -> list[str]:
+    """Every registered task's own options, by name (their flags), each once."""
+    names = [f.name for task in all_tasks() if is_dataclass(task.inputs) for f in fields(task.inputs)]
+    return list(dict.fromkeys(names))
 
 
 def backend_for(task: str, spec: str, **options: Any) -> Backend:

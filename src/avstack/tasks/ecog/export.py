@@ -13,8 +13,9 @@ from typing import Any
 
 from avstack.io import DataError, atomic_stream, write_jsonl_atomic
 from avstack.manifest import ClipRecord, data_root_of, iter_manifest, manifest_shards
-from avstack.prompting.messages import Audio, Request, Text, Video, flat_prompt, render, to_openai
+from avstack.prompting.messages import Audio, Request, Video, flat_prompt, render, to_openai
 from avstack.prompting.stacks import Stack
+from avstack.runs.exports import part_layout
 from avstack.tasks.ecog.prompt import EcogOptions
 from avstack.tasks.ecog.runs import request_or_problem, requests_for, require_ground_truth, usable
 
@@ -26,16 +27,6 @@ def _refuse(problems: list[str]) -> None:
     if problems:
         more = f" (and {len(problems) - 5} more clips)" if len(problems) > 5 else ""
         raise DataError("; ".join(problems[:5]) + more)
-
-
-def part_layout(req: Request) -> list[dict[str, str]]:
-    """The user turn's parts in order, media by kind only (`{"type": "image"}` is the next of the
-    row's images): what a harness needs to send the request exactly as `avstack run` does, text
-    part by text part (a flat prompt joins them, and a chat template then sees other text)."""
-    return [
-        {"type": "text", "text": p.text} if isinstance(p, Text) else {"type": type(p).__name__.lower()}
-        for p in req.parts
-    ]
 
 
 def generic_row(record: ClipRecord, req: Request, stack: Stack) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.prompting.stacks import Stack
+from avstack.runs import lmms_hooks as hooks
 from avstack.tasks.ecog.metrics import METRICS, score_clip
 from avstack.tasks.ecog.parse import parse_answer
 
@@ -84,32 +85,11 @@ def write_task(folder: Path, stack: Stack, shards_glob: str, max_tokens: int = 2
 # --------------------------------------------------------------------------- the hooks
 
 
-def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
-    """The frames in time order (PIL images, as `datasets` decodes the Parquet column)."""
-    return [img.convert("RGB") if hasattr(img, "convert") else img for img in doc["images"]]
-
-
-def doc_to_messages(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The chat as `avstack run` sends it (lmms-eval's chat models read this): the system turn,
-    then the user turn part by part, each frame after its own time tag."""
-    images = iter(doc_to_visual(doc))
-    content: list[dict[str, Any]] = []
-    for part in json.loads(doc["parts"]):
-        if part["type"] == "text":
-            content.append({"type": "text", "text": part["text"]})
-        elif part["type"] == "image":
-            content.append({"type": "image", "url": next(images)})
-        else:  # a video or sound: the Parquet row carries its path, not its bytes
-            content.append({"type": part["type"], "url": doc[part["type"]]})
-    system = [{"role": "system", "content": [{"type": "text", "text": doc["system"]}]}] if doc["system"] else []
-    return [*system, {"role": "user", "content": content}]
-
-
-def doc_to_text(doc: dict[str, Any], kwargs: dict[str, Any] | None = None) -> str:
-    """The system prompt, then the user turn with `<image>` where each frame goes (after its
-    `<timestamp_ms>` tag): lmms-eval has no system turn per document."""
-    kwargs = kwargs or {}
-    return f"{kwargs.get('pre_prompt', '')}{doc['system']}\n\n{doc['question']}{kwargs.get('post_prompt', '')}"
+# the request part by part, from the row: the same for every task's export (runs.lmms_hooks)
+doc_to_visual = hooks.doc_to_visual
+doc_to_messages = hooks.doc_to_messages
+doc_to_text = hooks.doc_to_text
+aggregate_mean = hooks.aggregate_mean
 
 
 def process_results(doc: dict[str, Any], results: list[str]) -> dict[str, float]:
@@ -117,7 +97,3 @@ def process_results(doc: dict[str, Any], results: list[str]) -> dict[str, float]
     pred, _ = parse_answer(results[0] if results else "", "xy")
     s = score_clip(pred, json.loads(doc["answer"]), int(doc["width"]), int(doc["height"]))
     return s.as_dict()
-
-
-def aggregate_mean(items: list[float]) -> float:
-    return sum(items) / len(items) if items else 0.0

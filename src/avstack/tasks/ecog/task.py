@@ -12,20 +12,20 @@ from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack, interface_pairs, make_stack
 from avstack.runs.ablation import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
 from avstack.runs.engine import Asking
+from avstack.runs.exports import ExportOptions
 from avstack.runs.runners import make_backend
 from avstack.tasks import (
     Outcome,
     RunJob,
+    StackChoice,
     Task,
-    TaskInputs,
     failed_items,
     needs_prepared,
-    refuse_inputs,
     too_many_missing,
 )
 from avstack.tasks.ecog.baselines import BASELINES
 from avstack.tasks.ecog.data import load_gt
-from avstack.tasks.ecog.export import write_stacks
+from avstack.tasks.ecog.export import export, write_stacks
 from avstack.tasks.ecog.layout import ecog_layout
 from avstack.tasks.ecog.metrics import METRICS
 from avstack.tasks.ecog.prompt import EcogOptions
@@ -83,28 +83,52 @@ class EcogAblation:
         return report, interface_section(cells, interface_pairs(cells), out, cluster)
 
 
-def options_of(inputs: TaskInputs) -> EcogOptions:
-    refuse_inputs("ecog", inputs, ("asr", "coord_order"))
-    return EcogOptions(inputs.coord_order, inputs.asr, prompt_dir=inputs.prompt)
+@dataclass(frozen=True)
+class EcogInputs:
+    """EcoG's own options, named as their flags."""
+
+    asr: str | None = None  # whose words: whisper (ours) or source (the annotations'); None: ours
+    coord_order: str = "xy"  # the order of a point's coordinates in answers
+    prompt: Path | None = None  # a folder of prompt templates; None: the shipped ones
+
+    def options(self) -> EcogOptions:
+        return EcogOptions(self.coord_order, self.asr, prompt_dir=self.prompt)
 
 
-def ablation(prepared: Path | None, inputs: TaskInputs) -> EcogAblation:
-    return EcogAblation(opened(needs_prepared("ecog", prepared)), options_of(inputs))
+def ablation(prepared: Path | None, inputs: EcogInputs) -> EcogAblation:
+    return EcogAblation(opened(needs_prepared("ecog", prepared)), inputs.options())
 
 
-def write_requests(prepared: Path, inputs: TaskInputs, out: Path, stack: Stack, fmt: str, media: str) -> int:
-    return write_stacks(prepared, out, stack, options_of(inputs), fmt, media)
+def write_requests(prepared: Path, inputs: EcogInputs, out: Path, stack: Stack, fmt: str, media: str) -> int:
+    return write_stacks(prepared, out, stack, inputs.options(), fmt, media)
+
+
+def run_stack(choice: StackChoice, inputs: EcogInputs) -> Stack:
+    return choice.anchors("ecog")
 
 
 def run_job(job: RunJob) -> Outcome:
     prepared = opened(needs_prepared("ecog", job.prepared))
-    stack, options = job.stack.anchors("ecog"), options_of(job.inputs)
+    stack, options = run_stack(job.stack, job.inputs), job.inputs.options()
     backend = make_backend(job.model, BASELINES, **job.backend_options)
     run(prepared, backend, stack, job.out, job.settings, options, None, job.model, job.progress)
     _, _, js = score_and_write(job.out, prepared)
     answers = js.get("answers") or {}
     notes = failed_items(answers.get("request_failures", 0), answers.get("clips", 0), answers.get("causes"))
     return Outcome(summary_table(js), notes, bool(notes), result=js)
+
+
+def export_task(prepared: Path | None, inputs: EcogInputs, stack: Stack, opts: ExportOptions) -> Path:
+    """Every usable clip of the prepared folder, shard by shard (tasks.ecog.export)."""
+    where = needs_prepared("ecog", prepared)
+    settings = (opts.model, opts.max_tokens, opts.shard_size, opts.executor, opts.ray_address)
+    return export(where, opts.out, opts.to, stack, inputs.options(), *settings)
+
+
+def view(first: Path, runs: list[Path], out: Path) -> Path:
+    from avstack.tasks.ecog.view import build_site
+
+    return build_site(first, runs, out)
 
 
 def score_files(gt: Path, pred: Path) -> Outcome:
@@ -137,4 +161,8 @@ TASK = Task(
     report=report,
     ablation=ablation,
     write_requests=write_requests,
+    inputs=EcogInputs,
+    run_stack=run_stack,
+    export=export_task,
+    view=view,
 )

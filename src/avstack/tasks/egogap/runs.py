@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,15 @@ from avstack.tasks.egogap.score import score
 from avstack.tasks.egogap.stack import EgoGapStack, present, request_for
 
 
-def work_items(items: list[Item], stack: EgoGapStack, images: Path | None, cache: Path) -> list[WorkItem]:
+def image_cache() -> Path:
+    """Where an image variant's pictures go (content-addressed: source bytes + variant), one place
+    for the plan, the runs and the exports, so a planned request names the picture sent."""
+    return Path(os.environ.get("AVSTACK_CACHE", Path.home() / ".cache" / "avstack")) / "egogap-images"
+
+
+def work_items(items: list[Item], stack: EgoGapStack, images: Path | None) -> list[WorkItem]:
     """One work item per presented item; a missing image is that item's recorded error."""
+    cache = image_cache()
     out = []
     for item in present(items, stack):
         record = {"labels": {let: lab for let, _, lab in item.options}, "kind": item.kind}
@@ -62,7 +70,7 @@ def run_egogap(
         "bundles": str(Path(bundles).resolve()),
         "images": str(Path(images).resolve()) if images else None,
     }
-    work = work_items(items, stack, Path(images) if images else None, out / "images")
+    work = work_items(items, stack, Path(images) if images else None)
     return run_items(work, out, _parse, meta, Asking(backend, backend_id, cache_dir, settings, progress), "uid")
 
 

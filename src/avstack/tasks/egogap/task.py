@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from avstack.analysis.tables import Report, failed_label, failures_note, markdown_table
-from avstack.io import read_json_file, read_predictions
+from avstack.io import DataError, read_json_file, read_predictions
 from avstack.prompting.messages import Request
 from avstack.runs.ablation import AblationSpec, Scored, request_failures
 from avstack.runs.engine import Asking, count_causes
+from avstack.runs.exports import ExportOptions, ExportRow, LmmsTask, write_export
 from avstack.runs.runners import make_backend
 from avstack.tasks import (
     Outcome,
     RunJob,
+    StackChoice,
     Task,
-    TaskInputs,
     failed_items,
     refuse_flags,
-    refuse_inputs,
     too_many_missing,
 )
 from avstack.tasks.egogap.baselines import BASELINES
 from avstack.tasks.egogap.data import Item, load_bundles
+from avstack.tasks.egogap.lmms import METRICS
 from avstack.tasks.egogap.prompt import STYLES
 from avstack.tasks.egogap.report import ITEM_METRICS, load_egogap_run, per_item, score_rows, write_egogap_report
 from avstack.tasks.egogap.runs import run_egogap, score_egogap_run, work_items
@@ -33,12 +33,29 @@ from avstack.tasks.egogap.score import score
 from avstack.tasks.egogap.stack import IMAGE_VARIANTS, OPTION_VARIANTS, EgoGapStack
 
 
+@dataclass(frozen=True)
+class EgogapInputs:
+    """EgoGap's own options, named as their flags: the bundles and images, and the condition."""
+
+    bundles: Path | None = None  # the *.bundles.jsonl file
+    images: Path | None = None  # the image folder (COCO train2017, wikimedia)
+    style: str = "default"  # the prompt style: default, egoplan, exclusion
+    options: str = "all"  # all, n3 (drop off-vantage), swap_motor
+    shuffle_seed: int | None = None  # the options shuffled and re-lettered
+    max_side: int = 512  # the downscale variant's longest side
+
+    def stack(self, variant: str = "image") -> EgoGapStack:
+        return EgoGapStack(self.style, variant, self.options, self.shuffle_seed, self.max_side)
+
+
+def run_stack(choice: StackChoice, inputs: EgogapInputs) -> EgoGapStack:
+    refuse_flags("egogap", choice.given(), ())  # no anchors: its conditions are its inputs
+    return inputs.stack("image" if choice.variant == "full" else choice.variant)
+
+
 def run_job(job: RunJob) -> Outcome:
     bundles = bundles_of(job.prepared, job.inputs)
-    c = job.stack
-    refuse_flags("egogap", c.given(), ("options", "shuffle_seed", "max_side"))
-    variant = "image" if c.variant == "full" else c.variant
-    stack = EgoGapStack(job.inputs.style, variant, c.options, c.shuffle_seed, c.max_side)
+    stack = run_stack(job.stack, job.inputs)
     backend = make_backend(job.model, BASELINES, **job.backend_options)
     run_egogap(bundles, backend, stack, job.out, job.inputs.images, job.settings, job.model, progress=job.progress)
     result = score_egogap_run(job.out)
@@ -76,7 +93,7 @@ class EgoGapAblation:
 
     bundles: Path
     images: Path | None = None
-    style: str = "default"
+    base: EgoGapStack = EgoGapStack()  # the baseline's condition (style, options, shuffle, side)
     name: str = "egogap"
     metrics: tuple[str, ...] = ITEM_METRICS
     unit: str = "items"
@@ -87,15 +104,14 @@ class EgoGapAblation:
         return load_bundles(self.bundles)
 
     def stacks(self, spec: AblationSpec) -> list[EgoGapStack]:
-        base = condition(spec.baseline, EgoGapStack(style=self.style))
+        base = condition(spec.baseline, self.base)
         return list(dict.fromkeys([base, *(condition(v, base) for v in spec.variants)]))
 
     def items(self) -> list[str]:
         return [it.uid for it in self.loaded]
 
     def requests(self, stack: EgoGapStack) -> list[Request]:
-        cache = Path(os.environ.get("AVSTACK_CACHE", Path.home() / ".cache" / "avstack")) / "egogap-images"
-        work = work_items(self.loaded, stack, self.images, cache)
+        work = work_items(self.loaded, stack, self.images)
         return [w.request for w in work if w.request is not None]
 
     def run(self, stack: EgoGapStack, run_dir: Path, asking: Asking, only: set[str] | None) -> None:
@@ -127,17 +143,38 @@ def failures(s: Scored) -> dict[str, Any] | None:
     return request_failures(read_predictions(s.run_dir / "predictions.jsonl"), set(s.per_item), "uid")
 
 
-def bundles_of(prepared: Path | None, inputs: TaskInputs) -> Path:
+def bundles_of(prepared: Path | None, inputs: EgogapInputs) -> Path:
     if prepared is not None:
         raise ValueError("--task egogap reads --bundles and --images, not a PREPARED folder")
     if inputs.bundles is None:
         raise ValueError("--task egogap needs --bundles B.jsonl (and --images DIR unless the variant is text)")
-    refuse_inputs("egogap", inputs, ("bundles", "images", "style"))
     return inputs.bundles
 
 
-def ablation(prepared: Path | None, inputs: TaskInputs) -> EgoGapAblation:
-    return EgoGapAblation(bundles_of(prepared, inputs), inputs.images, inputs.style)
+def ablation(prepared: Path | None, inputs: EgogapInputs) -> EgoGapAblation:
+    return EgoGapAblation(bundles_of(prepared, inputs), inputs.images, inputs.stack())
+
+
+def export(prepared: Path | None, inputs: EgogapInputs, stack: EgoGapStack, opts: ExportOptions) -> Path:
+    """One row per presented item under `stack`; an item whose image is missing is refused, named."""
+    if opts.executor != "local":
+        raise ValueError("--executor ray: an EgoGap export is written here (--executor local)")
+    work = work_items(ablation(prepared, inputs).loaded, stack, inputs.images)
+    bad = [f"{w.id}: {w.error}" for w in work if w.request is None]
+    if bad:
+        raise DataError(f"{len(bad)} items cannot be exported: " + "; ".join(bad[:3]))
+    rows = [
+        ExportRow(w.id, w.request, w.truth | {"letters": sorted(w.record["labels"])}, {"kind": w.record["kind"]})
+        for w in work
+        if w.request is not None
+    ]
+    return write_export(rows, stack.name, opts, LmmsTask("avstack_egogap", "avstack.tasks.egogap.lmms", METRICS))
+
+
+def view(first: Path, runs: list[Path], out: Path) -> Path:
+    from avstack.tasks.egogap.view import build_site
+
+    return build_site([first, *runs], out)
 
 
 def score_files(bundles: Path, pred: Path) -> Outcome:
@@ -165,4 +202,8 @@ TASK = Task(
     report=report,
     truth="bundles",
     ablation=ablation,
+    inputs=EgogapInputs,
+    run_stack=run_stack,
+    export=export,
+    view=view,
 )

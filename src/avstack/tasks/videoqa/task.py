@@ -7,25 +7,26 @@ from functools import cached_property
 from pathlib import Path
 
 from avstack.analysis.tables import Report, markdown_table
-from avstack.io import read_predictions
+from avstack.io import DataError, read_predictions
 from avstack.manifest import ClipRecord, Prepared, opened
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack
 from avstack.runs.ablation import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
 from avstack.runs.engine import Asking
+from avstack.runs.exports import ExportOptions, ExportRow, LmmsTask, write_export
 from avstack.runs.runners import make_backend
 from avstack.tasks import (
     Outcome,
     RunJob,
+    StackChoice,
     Task,
-    TaskInputs,
     failed_items,
     needs_prepared,
-    refuse_inputs,
     too_many_missing,
 )
 from avstack.tasks.videoqa.baselines import BASELINES
 from avstack.tasks.videoqa.data import Item, load_questions
+from avstack.tasks.videoqa.lmms import METRICS, answer_of
 from avstack.tasks.videoqa.report import score_rows, write_report
 from avstack.tasks.videoqa.runs import joined, packed_work_items, run, score_run, work_items, write_requests
 from avstack.tasks.videoqa.score import score
@@ -36,9 +37,13 @@ NEEDS = (
 )
 
 
+def run_stack(choice: StackChoice, inputs: VideoqaInputs) -> Stack:
+    return choice.anchors("videoqa", packs=True)
+
+
 def run_job(job: RunJob) -> Outcome:
     prepared, questions = needs_prepared("videoqa", job.prepared), questions_of(job.inputs)
-    stack = job.stack.anchors("videoqa", ("pack",))
+    stack = run_stack(job.stack, job.inputs)
     backend = make_backend(job.model, BASELINES, **job.backend_options)
     fmt, prompt = job.inputs.questions_format, job.inputs.prompt
     _, errors = run(
@@ -98,21 +103,55 @@ class QaAblation:
         return write_report([s.run_dir for s in scored], out, cluster, only), []
 
 
-def questions_of(inputs: TaskInputs) -> Path:
+@dataclass(frozen=True)
+class VideoqaInputs:
+    """videoqa's own options, named as their flags (packing is a stack's: --pack)."""
+
+    questions: Path | None = None  # the questions file
+    questions_format: str = "auto"  # auto, generic, charades, qvhighlights or videomme
+    prompt: Path | None = None  # a folder of prompt templates; None: the shipped ones
+
+
+def questions_of(inputs: VideoqaInputs) -> Path:
     if inputs.questions is None:
         raise ValueError(NEEDS)
-    refuse_inputs("videoqa", inputs, ("questions",))
     return inputs.questions
 
 
-def ablation(prepared: Path | None, inputs: TaskInputs) -> QaAblation:
+def ablation(prepared: Path | None, inputs: VideoqaInputs) -> QaAblation:
     prepared = needs_prepared("videoqa", prepared)
     return QaAblation(opened(prepared), questions_of(inputs), inputs.questions_format, inputs.prompt)
 
 
-def write_task_requests(prepared: Path, inputs: TaskInputs, out: Path, stack: Stack, fmt: str, media: str) -> int:
+def write_task_requests(prepared: Path, inputs: VideoqaInputs, out: Path, stack: Stack, fmt: str, media: str) -> int:
     questions = questions_of(inputs)
     return write_requests(prepared, questions, out, stack, fmt, media, inputs.questions_format, inputs.prompt)
+
+
+def export(prepared: Path | None, inputs: VideoqaInputs, stack: Stack, opts: ExportOptions) -> Path:
+    """One row per question under `stack`; a question whose request cannot be made is refused, named."""
+    if stack.packed:
+        raise ValueError("--pack: an export holds one row per question (export without --pack)")
+    if opts.executor != "local":
+        raise ValueError("--executor ray: a videoqa export is written here (--executor local)")
+    target = ablation(prepared, inputs)
+    pairs = target.pairs[0]
+    work = work_items(pairs, stack, target.prepared, inputs.prompt)
+    bad = [f"{w.id}: {w.error}" for w in work if w.request is None]
+    if bad:
+        raise DataError(f"{len(bad)} questions cannot be exported: " + "; ".join(bad[:3]))
+    rows = [
+        ExportRow(w.id, w.request, answer_of(item), {"kind": item.kind, "video": item.video} | item.groups)
+        for (item, _), w in zip(pairs, work)
+        if w.request is not None
+    ]
+    return write_export(rows, stack.name, opts, LmmsTask("avstack_videoqa", "avstack.tasks.videoqa.lmms", METRICS))
+
+
+def view(first: Path, runs: list[Path], out: Path) -> Path:
+    from avstack.tasks.videoqa.view import build_site
+
+    return build_site(first, runs, out)
 
 
 def score_files(questions: Path, pred: Path) -> Outcome:
@@ -142,4 +181,8 @@ TASK = Task(
     ablation=ablation,
     write_requests=write_task_requests,
     truth="questions",
+    inputs=VideoqaInputs,
+    run_stack=run_stack,
+    export=export,
+    view=view,
 )

@@ -1,0 +1,224 @@
+"""`avstack.ablate` and `avstack.run`: what `avstack ablate` and `avstack run` do, from Python.
+
+Each takes the command's option names as keywords, makes the records the engine reads (the
+task's own inputs, the stack or the ablation's spec, BackendOptions, Costing, RunSettings), plans
+every request with those same records before sending (the provider's limits, the bill), and runs.
+A task's own options are offered to the chosen task, which refuses, by flag, what it does not
+declare."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from avstack.front.options import (
+    BackendOptions,
+    CommandFailed,
+    Costing,
+    Done,
+    comma_list,
+    frame_budgets,
+    packs_of,
+)
+from avstack.front.planning import Say, bill, counting_for, has_limits, planned, quiet, within_limits
+from avstack.io import Progress
+from avstack.runs.runners.base import DEFAULTS
+
+PathLike = str | Path
+
+
+def chosen_task(task: str, offered: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The registered task and its own inputs record from the task options offered (every
+    registered task's, by flag name): one the task does not declare, set, is refused."""
+    from avstack.tasks import all_tasks, get_task, task_inputs
+
+    defaults = {f.name: f.default for t in all_tasks() for f in fields(t.inputs)}
+    chosen = get_task(task)
+    return chosen, task_inputs(chosen, offered, defaults)
+
+
+def ablate(
+    prepared: PathLike | None = None,
+    *,
+    model: str,
+    out: PathLike,
+    drop: Sequence[str] = (),
+    variants: str | Sequence[str] = "",
+    variant: str = "full",
+    task: str = "ecog",
+    subsets: bool = False,
+    cluster: str | None = None,
+    ts_format: str | Sequence[str] = "ms",
+    word_ts_format: str = "json",
+    layout: str | Sequence[str] = "benchmark",
+    fps: str | float | None = None,
+    max_frames: str | int | None = None,
+    pack: str | bool = "off",
+    until: str = "all",
+    round_size: int | None = None,
+    precision: float | None = None,
+    seed: int = 0,
+    aa: bool = False,
+    strict_inputs: bool = False,
+    concurrency: int = 4,
+    batch: bool = False,
+    batch_poll: float = 30.0,
+    retry_failed: bool = False,
+    backend: BackendOptions = BackendOptions(),
+    costing: Costing = Costing(),
+    say: Say = quiet,
+    progress: Progress | None = None,
+    **task_options: Any,
+) -> Done:
+    """The input-stack ablation of any registered task, as `avstack ablate` runs it: every arm
+    planned and held to its parent before anything is sent, the provider's limits, the bill, then
+    every stack run, scored and reported into `out` (report.md, delta.csv, plan.json). The task's
+    own options by keyword (EcoG: asr, coord_order, prompt; videoqa: questions, questions_format,
+    prompt; EgoGap: bundles, images, style, options, shuffle_seed, max_side).
+    Raises CommandFailed (code 1) when a stack's requests failed or, with `strict_inputs`, an
+    arm's input departs from the plan; everything is written first."""
+    from avstack.runs import ablation as engine
+    from avstack.runs.engine import Asking, RunSettings
+    from avstack.runs.runners import make_backend
+
+    out = Path(out)
+    spec = engine.AblationSpec(
+        drops=tuple(dict.fromkeys(drop)),
+        variants=comma_list(variants),
+        baseline=variant,
+        subsets=subsets,
+        ts_formats=comma_list(ts_format),
+        word_ts_format=word_ts_format,
+        layouts=comma_list(layout),
+        budgets=frame_budgets(fps, max_frames),
+        packs=packs_of(pack),
+        cluster=cluster,
+        until=until,
+        round_size=round_size,
+        precision=precision,
+        seed=seed,
+        aa=aa,
+    )
+    chosen, inputs = chosen_task(task, task_options)
+    if chosen.ablation is None:
+        raise ValueError(f"--task {task} has no ablation")
+    target = chosen.ablation(Path(prepared) if prepared is not None else None, inputs)
+    engine.refused(target, spec)
+    counting = counting_for(model, chosen.baselines, backend, costing, clip_major=not batch)
+
+    def replan(budgets: tuple[Any, ...]) -> dict[str, Any]:
+        again = replace(spec, budgets=budgets)
+        return engine.plan(target, again, model, out, counting, backend.max_tokens, costing.prices)
+
+    plan, budgets = within_limits(replan, spec.budgets, costing.fit_limits, out, say)
+    spec = replace(spec, budgets=budgets)
+    if costing.dry_run:
+        return Done(planned(plan, out), out / "plan.json", plan=plan)
+    settings = RunSettings(
+        concurrency=concurrency,
+        budget=bill(plan, out, costing, say),
+        batch_poll_s=batch_poll if batch else None,
+        retry_failed=retry_failed,
+    )
+    asking = Asking(make_backend(model, chosen.baselines, **backend.kwargs()), model, out / "cache", settings, progress)
+    report = engine.ablate(target, spec, asking, out, plan, strict_inputs)
+    summary = f"{report.summary}\nfull report: {report.path}"
+    done = Done(summary, report.path, plan=plan, failed=report.failed, departed=report.departed)
+    if report.departed and strict_inputs:
+        arms = ", ".join(report.departed)
+        raise CommandFailed(f"{len(report.departed)} arm(s) whose input departs from the plan: {arms}", 1, done)
+    if report.failed:
+        raise CommandFailed(f"{len(report.failed)} stack(s) with request failures", 1, done)
+    return done
+
+
+def run(
+    prepared: PathLike | None = None,
+    *,
+    model: str,
+    out: PathLike,
+    task: str = "ecog",
+    variant: str = "full",
+    drop: Sequence[str] = (),
+    ts_format: str = "ms",
+    word_ts_format: str = "json",
+    layout: str = "benchmark",
+    fps: str | float | None = None,
+    max_frames: str | int | None = None,
+    pack: bool = False,
+    concurrency: int = 4,
+    retries: int = 5,
+    batch: bool = False,
+    batch_poll: float = 30.0,
+    retry_failed: bool = False,
+    backend: BackendOptions = BackendOptions(),
+    costing: Costing = Costing(),
+    say: Say = quiet,
+    progress: Progress | None = None,
+    **task_options: Any,
+) -> Done:
+    """A model over a task's items under one stack, resumable, then scored, as `avstack run` does:
+    planned first with the same records it sends with wherever the provider has limits (or with
+    `costing.dry_run`, which stops there). The task's own options by keyword, as for `ablate`.
+    Raises CommandFailed (code 1) when items got no answer; everything is written first."""
+    from avstack.runs.engine import RunSettings
+    from avstack.tasks import RunJob, StackChoice
+
+    out = Path(out)
+    chosen, inputs = chosen_task(task, task_options)
+    where = Path(prepared) if prepared is not None else None
+    (budget,) = frame_budgets(fps, max_frames, one=True)
+    choice = StackChoice(variant, tuple(drop), ts_format, word_ts_format, layout, budget, pack)
+    plannable = chosen.ablation is not None and chosen.run_stack is not None
+    if costing.dry_run and not plannable:
+        raise ValueError(f"--dry-run plans a task's requests; --task {task} has none to plan")
+    budget_usd = None
+    if plannable and (costing.dry_run or costing.fit_limits or has_limits(model, costing.providers)):
+        choice, plan = _plan_run(chosen, where, inputs, choice, model, out, backend, costing, say)
+        if costing.dry_run:
+            return Done(planned(plan, out), out / "plan.json", plan=plan)
+        budget_usd = bill(plan, out, costing, say)
+    settings = RunSettings(
+        concurrency=concurrency,
+        retries=retries,
+        budget=budget_usd,
+        batch_poll_s=batch_poll if batch else None,
+        retry_failed=retry_failed,
+    )
+    job = RunJob(model, out, settings, backend.kwargs(), where, inputs, choice, progress)
+    outcome = chosen.run(job)
+    done = Done(outcome.summary, out, outcome.notes, result=outcome.result)
+    if outcome.failed:  # the notes say which and why
+        raise CommandFailed(next(iter(outcome.notes), "items failed"), 1, done)
+    return done
+
+
+def _plan_run(
+    chosen: Any,
+    prepared: Path | None,
+    inputs: Any,
+    choice: Any,
+    model: str,
+    out: Path,
+    backend: BackendOptions,
+    costing: Costing,
+    say: Say,
+) -> tuple[Any, dict[str, Any]]:
+    """The run's one stack planned from the records the run sends with (the task's inputs, the
+    stack choice, the back-end options), within the provider's limits: (the choice, the plan)."""
+    from avstack.runs.ablation import plan_stacks
+
+    target = chosen.ablation(prepared, inputs)
+    counting = counting_for(model, chosen.baselines, backend, costing)
+
+    def replan(budgets: tuple[Any, ...]) -> dict[str, Any]:
+        stack = chosen.run_stack(replace(choice, budget=budgets[0]), inputs)
+        return plan_stacks(target, [stack], model, out, counting, backend.max_tokens, costing.prices)
+
+    plan, (budget,) = within_limits(replan, (choice.budget,), costing.fit_limits, out, say)
+    return replace(choice, budget=budget), plan
+
+
+__all__ = ["DEFAULTS", "ablate", "run"]

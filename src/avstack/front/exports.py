@@ -1,0 +1,72 @@
+"""`avstack.export` and `avstack.view`: precomputed inputs for other harnesses, and the offline
+site, for every registered task (each task's own `export` and `view`; no branch on its name)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from avstack.front.commands import PathLike, chosen_task
+from avstack.front.options import Done, frame_budgets
+
+
+def export(
+    prepared: PathLike | None = None,
+    *,
+    to: str,
+    out: PathLike,
+    task: str = "ecog",
+    variant: str = "full",
+    drop: Sequence[str] = (),
+    ts_format: str = "ms",
+    word_ts_format: str = "json",
+    layout: str = "benchmark",
+    fps: str | float | None = None,
+    max_frames: str | int | None = None,
+    model: str = "gpt-4o",
+    max_tokens: int = 2048,
+    shard_size: int = 1000,
+    executor: str = "local",
+    ray_address: str | None = None,
+    **task_options: Any,
+) -> Done:
+    """Every item of a task under one stack, as `avstack run` would send it, for another harness:
+    `to` jsonl, openai-batch, hf (Parquet, images embedded) or lmms-eval (a task folder whose hooks
+    are the task's own parser and scorer); `features` for any prepared folder. The task's own
+    options by keyword, as for `run` (videoqa: questions; EgoGap: bundles, images, ...)."""
+    from avstack.runs.exports import ExportOptions
+    from avstack.tasks import StackChoice
+
+    out = Path(out)
+    if to == "features":
+        from avstack.features import export_features
+
+        if prepared is None:
+            raise ValueError("--to features needs the PREPARED folder")
+        path = export_features(prepared, out)
+        return Done(f"wrote {path} (and {path.with_suffix('.parquet').name} when datasets is installed)", path)
+    chosen, inputs = chosen_task(task, task_options)
+    if chosen.export is None or chosen.run_stack is None:
+        raise ValueError(f"--task {task} has no export")
+    (budget,) = frame_budgets(fps, max_frames, one=True)
+    stack = chosen.run_stack(StackChoice(variant, tuple(drop), ts_format, word_ts_format, layout, budget), inputs)
+    opts = ExportOptions(to, out, model, max_tokens, shard_size, executor, ray_address)
+    path = chosen.export(Path(prepared) if prepared is not None else None, inputs, stack, opts)
+    return Done(f"wrote {path} ({stack.name})", path)
+
+
+def view(first: PathLike, runs: Sequence[PathLike] = (), *, out: PathLike = "site") -> Done:
+    """The static, offline site of the folders' task: `first` is the prepared folder (EcoG,
+    videoqa) or a run folder (EgoGap, whose folders are all runs); `runs` the run folders to show,
+    the first the baseline. The task is the one the runs' run.json names (EcoG without runs)."""
+    from avstack.io import read_json_file
+    from avstack.tasks import task_of_run
+
+    first, folders = Path(first), [Path(r) for r in runs]
+    named = next((f / "run.json" for f in [*folders, first] if (f / "run.json").is_file()), None)
+    chosen = task_of_run(read_json_file(named, dict) if named else {})
+    if chosen.view is None:
+        raise ValueError(f"--task {chosen.name} has no view")
+    index = chosen.view(first, folders, Path(out))
+    return Done(f"site: {index}", index)

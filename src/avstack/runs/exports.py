@@ -1,0 +1,198 @@
+"""Precomputed requests for other harnesses, for any task: rows of (id, request, answer) written
+as JSONL, an OpenAI batch file, Hugging Face Parquet shards (images embedded), or an lmms-eval
+task folder over those shards whose hooks are the task's own parser and scorer. A task builds its
+rows (tasks/<name>/task.py: `export`); the formats are written here, the same for every task."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from avstack.io import DataError, atomic_write, write_jsonl_atomic
+from avstack.prompting.messages import Audio, Request, Text, Video, flat_prompt, to_openai
+
+FORMATS = ("jsonl", "openai-batch", "hf", "lmms-eval")
+SHARD_SIZE = 1000  # rows per Parquet shard
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """Where and how an export is written (`avstack export`'s options beside the stack)."""
+
+    to: str
+    out: Path
+    model: str = "gpt-4o"  # named in openai-batch request bodies
+    max_tokens: int = 2048  # in openai-batch bodies and the lmms-eval task's generation
+    shard_size: int = SHARD_SIZE
+    executor: str = "local"  # EcoG's export: or ray (shards written by Ray Data workers)
+    ray_address: str | None = None
+
+
+@dataclass(frozen=True)
+class ExportRow:
+    """One item to export: its id, its request exactly as `avstack run` sends it, the truth its
+    scorer needs (JSON), and fields a harness may group by."""
+
+    id: str
+    request: Request
+    answer: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LmmsTask:
+    """What an lmms-eval task folder takes from the task: its name's prefix, the module whose
+    `process_results(doc, results)` parses and scores one answer, and the metrics it returns."""
+
+    prefix: str  # e.g. avstack_videoqa
+    hooks: str  # e.g. avstack.tasks.videoqa.lmms
+    metrics: tuple[str, ...]
+
+
+def part_layout(req: Request) -> list[dict[str, str]]:
+    """The user turn's parts in order, media by kind only (`{"type": "image"}` is the next of the
+    row's images): what a harness needs to send the request exactly as `avstack run` does, text
+    part by text part (a flat prompt joins them, and a chat template then sees other text)."""
+    return [
+        {"type": "text", "text": p.text} if isinstance(p, Text) else {"type": type(p).__name__.lower()}
+        for p in req.parts
+    ]
+
+
+def row_of(item: ExportRow, stack: str) -> dict[str, Any]:
+    """The generic row (jsonl, hf, lmms-eval): the flat prompt, the parts in order, the media."""
+    req = item.request
+    question, images, pts = flat_prompt(req)
+    video = next((str(req.path_of(p)) for p in req.parts if isinstance(p, Video)), None)
+    audio = next((str(req.path_of(p)) for p in req.parts if isinstance(p, Audio)), None)
+    return {
+        "id": item.id,
+        "stack": stack,
+        "system": req.system,
+        "question": question,
+        "parts": json.dumps(part_layout(req), ensure_ascii=False),
+        "images": images,
+        "image_pts_ms": pts,
+        "video": video,
+        "audio": audio,
+        "answer": json.dumps(item.answer, ensure_ascii=False),
+        "extra": json.dumps(item.extra, ensure_ascii=False),
+    }
+
+
+def batch_line(item: ExportRow, model: str, max_tokens: int) -> dict[str, Any]:
+    body = {"model": model, "messages": to_openai(item.request), "temperature": 0, "max_tokens": max_tokens}
+    return {"custom_id": item.id, "method": "POST", "url": "/v1/chat/completions", "body": body}
+
+
+def write_export(rows: Sequence[ExportRow], stack: str, opts: ExportOptions, lmms: LmmsTask | None = None) -> Path:
+    """Every row in the chosen format under opts.out; the path of the file (lmms-eval: the task
+    YAML). Refused before anything is written: an unknown format, no rows, or lmms-eval for a task
+    with no hooks."""
+    if opts.to not in FORMATS:
+        raise ValueError(f"--to must be one of {', '.join(FORMATS)}, or features; found {opts.to!r}")
+    if not rows:
+        raise DataError(f"nothing to export to {opts.out}: no item has a request under {stack}")
+    if opts.to == "lmms-eval" and lmms is None:
+        raise ValueError("--to lmms-eval: this task has no lmms-eval hooks (export --to hf or jsonl)")
+    out = Path(opts.out)
+    if opts.to == "jsonl":
+        write_jsonl_atomic(out / "data.jsonl", [row_of(r, stack) for r in rows])
+        return out / "data.jsonl"
+    if opts.to == "openai-batch":
+        path = out / "batch.jsonl"
+        write_jsonl_atomic(path, [batch_line(r, opts.model, opts.max_tokens) for r in rows])
+        return path
+    first = write_parquet_shards([row_of(r, stack) for r in rows], out, opts.shard_size)
+    if opts.to == "hf":
+        return first
+    assert lmms is not None
+    return write_lmms_task(out, stack, lmms, str((out / "test-*.parquet").resolve()), opts.max_tokens)
+
+
+def write_parquet_shards(rows: list[dict[str, Any]], out: Path, shard_size: int) -> Path:
+    """test-00000.parquet, ... with the images embedded (datasets.Image), old shards removed."""
+    try:
+        from datasets import Dataset, Features, Image, Sequence, Value
+    except ImportError as exc:
+        raise ImportError("--to hf needs the datasets package: pip install 'avstack[export]'") from exc
+    text = Value("string")
+    features = Features(
+        {k: text for k in ("id", "stack", "system", "question", "parts", "video", "audio", "answer", "extra")}
+        | {"images": Sequence(Image()), "image_pts_ms": Sequence(Value("int64"))}
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("test-*.parquet"):
+        old.unlink()
+    size = max(1, shard_size)
+    for k in range(0, len(rows), size):
+        tmp = out / f".test-{k // size:05d}.parquet.tmp"
+        Dataset.from_list(rows[k : k + size], features=features).to_parquet(str(tmp))
+        tmp.replace(out / f"test-{k // size:05d}.parquet")
+    return out / "test-00000.parquet"
+
+
+UTILS = '''"""lmms-eval hooks for an avstack export (generated by `avstack export --to lmms-eval`)."""
+
+from avstack.runs import lmms_hooks as hooks
+from {module} import process_results as scored
+
+
+def doc_to_visual(doc):
+    return hooks.doc_to_visual(doc)
+
+
+def doc_to_messages(doc, lmms_eval_specific_kwargs=None):
+    return hooks.doc_to_messages(doc)
+
+
+def doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    return hooks.doc_to_text(doc, lmms_eval_specific_kwargs)
+
+
+def process_results(doc, results):
+    return scored(doc, results)
+
+
+def aggregate_mean(items):
+    return hooks.aggregate_mean(items)
+'''
+
+
+def lmms_task_name(prefix: str, stack: str) -> str:
+    return prefix + "_" + re.sub(r"[^A-Za-z0-9_]+", "_", stack).strip("_")
+
+
+def lmms_yaml(name: str, metrics: Sequence[str], data_files: str, max_tokens: int) -> str:
+    listed = "".join(
+        f"  - metric: {m}\n    aggregation: !function utils.aggregate_mean\n    higher_is_better: true\n"
+        for m in metrics
+    )
+    return (
+        f"task: {name}\n"
+        "dataset_path: parquet\n"
+        "dataset_kwargs:\n"
+        f"  data_files:\n    test: {json.dumps(data_files)}\n"
+        "test_split: test\n"
+        "output_type: generate_until\n"
+        "doc_to_visual: !function utils.doc_to_visual\n"
+        "doc_to_text: !function utils.doc_to_text\n"
+        "doc_to_messages: !function utils.doc_to_messages\n"
+        "doc_to_target: answer\n"
+        f"generation_kwargs:\n  max_new_tokens: {max_tokens}\n  temperature: 0\n  do_sample: false\n"
+        "process_results: !function utils.process_results\n"
+        f"metric_list:\n{listed}"
+        "metadata:\n  version: 1.0\n  source: avstack export --to lmms-eval\n"
+    )
+
+
+def write_lmms_task(folder: Path, stack: str, lmms: LmmsTask, shards_glob: str, max_tokens: int) -> Path:
+    name = lmms_task_name(lmms.prefix, stack)
+    path = folder / f"{name}.yaml"
+    atomic_write(path, lmms_yaml(name, lmms.metrics, shards_glob, max_tokens).encode())
+    atomic_write(folder / "utils.py", UTILS.format(module=lmms.hooks).encode())
+    return path
