@@ -1,7 +1,7 @@
 import json
 import threading
-from pathlib import Path
 from http.server import ThreadingHTTPServer
+from pathlib import Path
 
 import cv2
 import numpy as np
