@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import shutil
@@ -112,9 +113,16 @@ def load_model(name: str, device: str = "auto", threads: int = 1, replicas: int 
     (MKL) the numbers move with it; parallelism comes from `replicas` transcriptions side by side
     (or from worker processes), each with its own `threads`. A caller that arrives while another
     thread loads the same model waits for that load (`warm_up`) instead of loading it again."""
+    key = (name, device, threads, replicas, compute_type)
     with _LOADING:
         if _ONE_AT_A_TIME.get():
-            _forget_all_but((name, device, threads, replicas, compute_type))
+            _forget_all_but(key)
+            if key not in _MODELS:
+                # a load: what the window's last model left goes back to the system first, a
+                # seeded model too (never cached, freed when its decode ended, its pages kept by
+                # glibc): a 2-hour read peaked at 1,295 MB loading base over such a window's heap
+                gc.collect()
+                give_back_memory()
         return _loaded(name, device, threads, replicas, compute_type)
 
 
