@@ -144,6 +144,50 @@ def test_lmms_evals_own_cli_runs_our_export_with_avstack_runs_answers(prepared, 
     assert len(sent) == len(mine) and all(request in mine for request in sent)
 
 
+def _lmms_eval(python: Path, base: str, export: Path, task: str, out: Path) -> tuple[list[dict], str]:
+    """lmms-eval's own command line on an export, against the server; its samples and its log."""
+    env = dict(os.environ, HF_HOME=str(out / "hf"), HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
+    env.pop("PYTHONPATH", None)
+    cmd = [str(python), "-m", "lmms_eval", "eval", "--model", "openai", "--model_args",
+           f"model_version=qwen2-vl-tiny,base_url={base},api_key=none", "--tasks", task,
+           "--include_path", str(export), "--gen_kwargs", f"max_new_tokens={TOKENS}", "--batch_size", "1",
+           "--output_path", str(out / "lmms-out"), "--log_samples"]  # fmt: skip
+    done = subprocess.run(cmd, env=env, cwd=out, capture_output=True, text=True, timeout=600)
+    log = (done.stdout + done.stderr)[-3000:]
+    (samples_file,) = (out / "lmms-out").rglob(f"*_samples_{task}.jsonl") or pytest.fail(log)
+    return [json.loads(line) for line in samples_file.read_text().splitlines()], log
+
+
+def test_lmms_eval_runs_a_videoqa_export_with_avstack_runs_answers(prepared, questions, vision, tmp_path):
+    """Your own videos and questions (videoqa), exported to lmms-eval and run by its own command
+    line against the server `avstack run` asks: the same answer and the same score per question."""
+    python = lmms_python()
+    if python is None:
+        pytest.skip("lmms-eval is not installed in a venv of its own (make lmms-venv, or AVSTACK_LMMS_PYTHON)")
+    clips = lossless(prepared, tmp_path / "prepared-png")
+    export = tmp_path / "lmms"
+    qa = ["--task", "videoqa", "--questions", str(questions)]
+    res = CliRunner().invoke(app, ["export", str(clips), *qa, "--to", "lmms-eval", "--out", str(export)])
+    assert res.exit_code == 0, res.output
+    run = tmp_path / "run"
+    args = ["run", str(clips), *qa, "--model", "openai:qwen2-vl-tiny", "--base-url", vision["base"], "--no-json-mode"]
+    res = CliRunner().invoke(app, [*args, "--max-tokens", str(TOKENS), "--concurrency", "1", "--out", str(run)])
+    assert res.exit_code == 0, res.output
+    ours = {r["id"]: r for r in map(json.loads, (run / "predictions.jsonl").read_text().splitlines())}
+    samples, log = _lmms_eval(python, vision["base"], export, "avstack_videoqa_full", tmp_path)
+    assert len(samples) == len(ours), log
+    import csv
+
+    import datasets
+
+    docs = datasets.load_dataset("parquet", data_files={"test": str(export / "test-*.parquet")}, split="test")
+    scored = {r["item_id"]: float(r["correct"]) for r in csv.DictReader((run / "per_item.csv").open())}
+    for s in samples:
+        qid = docs[s["doc_id"]]["id"]
+        answer = s["filtered_resps"] if isinstance(s["filtered_resps"], str) else s["filtered_resps"][0]
+        assert answer == ours[qid]["raw"].strip() and s["correct"] == scored[qid], (qid, answer, log)
+
+
 def test_inspect_eval_on_the_vision_server_gives_avstack_runs_answers(prepared, vision, tmp_path, monkeypatch):
     from inspect_ai import eval as inspect_eval
 

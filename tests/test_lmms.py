@@ -23,7 +23,7 @@ yaml = pytest.importorskip("yaml", reason="pyyaml is needed to read the task fil
 datasets = pytest.importorskip("datasets", reason="the lmms-eval export reads Parquet through datasets")
 
 
-def _load_task(folder):
+def _load_task(folder, prefix="avstack_ecog"):
     """The task YAML with `!function utils.x` resolved against the folder's utils.py, as lmms-eval does."""
     spec = importlib.util.spec_from_file_location("avstack_lmms_utils", folder / "utils.py")
     utils = importlib.util.module_from_spec(spec)
@@ -37,7 +37,7 @@ def _load_task(folder):
         return getattr(utils, loader.construct_scalar(node).split(".")[1])
 
     Loader.add_constructor("!function", function)
-    (path,) = folder.glob("avstack_ecog_*.yaml")
+    (path,) = folder.glob(f"{prefix}_*.yaml")
     return yaml.load(path.read_text(), Loader=Loader), utils
 
 
@@ -72,3 +72,49 @@ def test_lmms_eval_task_folder_scores_like_avstack(prepared, tmp_path):
     ours = {c["video_name"]: {m: c[m] for m in METRICS} for c in per_clip}
     theirs = {d["id"]: task["process_results"](d, [raw[d["id"]]]) for d in docs}
     assert theirs == ours
+
+
+def test_videoqa_exports_to_lmms_eval_and_hf_and_scores_like_avstack(prepared, questions, tmp_path):
+    """Your own videos and questions, exported: the lmms-eval task's hooks give each answer of a
+    real run the score `avstack run` gave it; --to hf writes one row per question."""
+    base = ["export", str(prepared), "--task", "videoqa", "--questions", str(questions)]
+    out = tmp_path / "lmms"
+    res = CliRunner().invoke(app, [*base, "--to", "lmms-eval", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    task, _ = _load_task(out, "avstack_videoqa")
+    assert task["task"] == "avstack_videoqa_full" and [m["metric"] for m in task["metric_list"]] == ["correct"]
+    docs = datasets.load_dataset("parquet", data_files=task["dataset_kwargs"]["data_files"], split="test")
+    n = len(questions.read_text().splitlines())
+    assert len(docs) == n and len(task["doc_to_visual"](docs[0])) == len(docs[0]["image_pts_ms"]) > 1
+    messages = task["doc_to_messages"](docs[0])
+    assert "What is pointed at?" in json.dumps([p.get("text") for m in messages for p in m["content"]])
+    assert [task["process_results"](d, ['{"answer": "A"}'])["correct"] for d in docs] == [1.0] * n
+    run = tmp_path / "run"
+    args = ["run", str(prepared), "--task", "videoqa", "--questions", str(questions), "--model", "chance"]
+    assert CliRunner().invoke(app, [*args, "--out", str(run)]).exit_code == 0
+    raw = {p["id"]: p["raw"] for p in map(json.loads, (run / "predictions.jsonl").read_text().splitlines())}
+    import csv
+
+    ours = {r["item_id"]: float(r["correct"]) for r in csv.DictReader((run / "per_item.csv").open())}
+    theirs = {d["id"]: task["process_results"](d, [raw[d["id"]]])["correct"] for d in docs}
+    assert theirs == ours and 0 < sum(ours.values()) < n  # chance: some right, some wrong
+    hf = tmp_path / "hf"
+    res = CliRunner().invoke(app, [*base, "--to", "hf", "--out", str(hf)])
+    assert res.exit_code == 0, res.output
+    assert len(datasets.load_dataset("parquet", data_files={"test": str(hf / "test-*.parquet")}, split="test")) == n
+
+
+def test_egogap_exports_one_line_per_item_and_stack(tmp_path):
+    from test_egogap import _bundles, _images
+
+    bundles, images = _bundles(tmp_path / "b.jsonl"), _images(tmp_path / "img")
+    for variant in ("image", "vflip"):
+        out = tmp_path / variant
+        args = ["export", "--task", "egogap", "--bundles", str(bundles), "--images", str(images), "--to", "jsonl"]
+        res = CliRunner().invoke(app, [*args, "--variant", variant, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        rows = [json.loads(line) for line in (out / "data.jsonl").read_text().splitlines()]
+        assert len(rows) == 8 and {r["stack"] for r in rows} == {f"default-{variant}"}
+        assert all(len(r["images"]) == 1 and json.loads(r["answer"])["correct_letter"] for r in rows)
+    res = CliRunner().invoke(app, [*args, "--drop", "asr", "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2 and "--task egogap takes no --drop" in res.output

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from avstack.io import read_jsonl_objects, write_json_atomic
 from avstack.prompting.messages import Audio, Image, Request, Text, Video, shared_prefixes, unmarked_unless_shared
@@ -25,6 +25,7 @@ from avstack.runs.cost import (
     usage_tokens,
     wav_duration_ms,
 )
+from avstack.runs.counting import Counting, sent_digest
 from avstack.runs.engine import AnswerCache, request_key
 from avstack.runs.integrity import item_of
 from avstack.runs.limits import Breach, breaches_of, limits_said, measure
@@ -52,37 +53,6 @@ class StackBill:
     cache_write_tokens: int = 0  # of to_pay_input_tokens: predicted to be written to it (Anthropic)
     adjacent_images: int = 0  # pictures touching another (no text between): a server may merge them
     notes: list[str] = field(default_factory=list)
-
-
-class ServerCount(Protocol):
-    """A back-end whose server counts a request's text itself (OpenAICompat on llama.cpp or vLLM)."""
-
-    def count_text_tokens(self, request: Request) -> int | None: ...
-
-    def counts_text_by(self) -> str | None: ...
-
-
-@dataclass(frozen=True)
-class Counting:
-    """How the plan counts: the image rule (None: chosen by the model's name), OpenAI's image
-    detail, the server that counts a request's text itself where it can (chat template
-    included; where it cannot, `text_counter`'s count), what that server is (llama.cpp, vllm:
-    its prefix cache), the order the requests go out in (`clip_major`: one clip's stacks
-    together, as an interleaved ablation sends them; else one stack after another, as batches),
-    and the providers file (limits and cache rules; None: the bundled one)."""
-
-    image_rule: str | None = None
-    detail: str = "high"
-    server: ServerCount | None = None
-    server_kind: str | None = None
-    clip_major: bool = True
-    providers_file: Path | None = None
-
-    @classmethod
-    def of(cls, backend: Any, image_rule: str | None = None, detail: str = "high", **more: Any) -> Counting:
-        counts = callable(getattr(backend, "count_text_tokens", None))
-        kind = getattr(backend, "server_kind", None)
-        return cls(image_rule, detail, backend if counts else None, kind() if callable(kind) else None, **more)
 
 
 def _part_key(req: Request, part: Any) -> tuple[str, str]:
@@ -228,6 +198,7 @@ def plan_requests(
     # each request's input tokens and how far they may be off, by item: what the server's count is
     # held to after the run (avstack.runs.reconcile)
     inputs: dict[str, dict[str, list[int | None]]] = {name: {} for name in stacks}
+    sent: dict[str, dict[str, str]] = {name: {} for name in stacks}  # each request as sent, digested
     asked_again = set(fresh)
     for name, req in send_order(stacks, counting.clip_major):
         bill = bills[name]
@@ -237,6 +208,7 @@ def plan_requests(
         served = counting.server is not None and counting.server.counts_text_by() is not None
         unc = input_uncertainty(counted, rule, model, text_how, served)
         inputs[name][item] = [counted[2] + counted[3] + counted[5], unc]
+        sent[name][item] = sent_digest(req, counting, shared)
         images, videos, image_toks, text_toks, sounds, audio_toks = counted
         if family is not None:  # every request against the provider's limits, before any is sent
             toks = (image_toks + text_toks + audio_toks, image_toks)
@@ -299,6 +271,7 @@ def plan_requests(
         "price_usd_per_1m": None if price is None else {"input": price.input, "output": price.output},
         "stacks": {name: vars(b) for name, b in bills.items()},
         "inputs": inputs,
+        "sent": sent,
         "prompt_cache": cache_said(family, counting.clip_major, len(stacks)),
         "limits": limits_said(family, breaches),
         "total": {

@@ -1,0 +1,63 @@
+"""How the plan counts (Counting: the image rule, the server that counts text, the order of
+sending, the back-end's body) and the digest of each request as it is sent, which a run's bodies
+are held to."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from avstack.prompting.messages import Request, unmarked_unless_shared
+
+
+class ServerCount(Protocol):
+    """A back-end whose server counts a request's text itself (OpenAICompat on llama.cpp or vLLM)."""
+
+    def count_text_tokens(self, request: Request) -> int | None: ...
+
+    def counts_text_by(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Counting:
+    """How the plan counts: the image rule (None: chosen by the model's name), OpenAI's image
+    detail, the server that counts a request's text itself where it can (chat template
+    included; where it cannot, `text_counter`'s count), what that server is (llama.cpp, vllm:
+    its prefix cache), the order the requests go out in (`clip_major`: one clip's stacks
+    together, as an interleaved ablation sends them; else one stack after another, as batches),
+    and the providers file (limits and cache rules; None: the bundled one)."""
+
+    image_rule: str | None = None
+    detail: str = "high"
+    server: ServerCount | None = None
+    server_kind: str | None = None
+    clip_major: bool = True
+    providers_file: Path | None = None
+    # the body the back-end sends for a request, where it can tell (OpenAI-compatible servers): each
+    # planned request's digest is of that body, so a run's bodies can be held to the plan
+    body: Any = None
+
+    @classmethod
+    def of(cls, backend: Any, image_rule: str | None = None, detail: str = "high", **more: Any) -> Counting:
+        counts = callable(getattr(backend, "count_text_tokens", None))
+        kind = getattr(backend, "server_kind", None)
+        body = getattr(backend, "body", None)
+        made = cls(image_rule, detail, backend if counts else None, kind() if callable(kind) else None, **more)
+        return replace(made, body=body if callable(body) else None)
+
+
+def sent_digest(req: Request, counting: Counting, shared: frozenset[str] | None) -> str:
+    """What a request is as sent, as a digest: the back-end's body for it (as the engine sends it:
+    prefix marks only where shared), else avstack's neutral request. A server that records the
+    JSON bodies it got can hold each to the plan (sorted keys, no spaces)."""
+    sent = unmarked_unless_shared(req, shared)
+    payload = counting.body(sent) if counting.body is not None else sent.to_neutral()
+    return body_digest(payload)
+
+
+def body_digest(body: Any) -> str:
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
