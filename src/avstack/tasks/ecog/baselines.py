@@ -167,7 +167,10 @@ class Oracle(BackendBase):
     def answer(self, request: Request | None, truth: dict[str, Any] | None = None) -> Answer:
         if not truth or "eval_gt" not in truth:
             raise ValueError("oracle needs the clip's ground truth (eval_gt, width, height)")
-        return Answer(json.dumps(oracle_answer(truth["eval_gt"], truth["width"], truth["height"])))
+        answer = oracle_answer(truth["eval_gt"], truth["width"], truth["height"])
+        if request is not None and request.meta.get("coord_order") == "yx":  # answered in the order asked
+            answer["point_list"] = [dict(p, point=p["point"][::-1]) for p in answer["point_list"]]
+        return Answer(json.dumps(answer))
 
 
 def _seed(name: str) -> int:
