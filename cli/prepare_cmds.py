@@ -10,114 +10,138 @@ import typer
 
 from .common import ALIGN_HELP, app, progress, user_errors
 
+FRAMES, ASR, STREAMS, WORK = "Frames", "Speech (ASR)", "Streams", "Workers"
+
 
 @app.command()
 def prepare(
     data_root: Annotated[Path, typer.Argument(help="EcoG layout (指令1..指令6 folders) or a plain folder of videos")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (manifest.jsonl, frames/, audio/)")],
-    anchors: Annotated[str, typer.Option(help="'full' or a comma list of frames,audio,asr")] = "full",
-    fps: Annotated[float, typer.Option(help="Frames per second to sample (the paper uses 2)")] = 2.0,
-    max_frames: Annotated[int | None, typer.Option(help="Cap on sampled frames (uniform subsample)")] = None,
-    max_side: Annotated[int | None, typer.Option(help="Shrink frames to this longest side in px")] = None,
-    max_pixels: Annotated[
-        int | None, typer.Option(help="Refuse clips whose frames have more pixels (default: 8K, 7680x4320)")
+    anchors: Annotated[
+        str, typer.Option(rich_help_panel=FRAMES, help="'full' or a comma list of frames,audio,asr")
+    ] = "full",
+    fps: Annotated[
+        float, typer.Option(rich_help_panel=FRAMES, help="Frames per second to sample (the paper uses 2)")
+    ] = 2.0,
+    max_frames: Annotated[
+        int | None, typer.Option(rich_help_panel=FRAMES, help="Cap on sampled frames (uniform subsample)")
     ] = None,
-    jpeg_quality: Annotated[int, typer.Option(help="JPEG quality 1-100")] = 90,
-    workers: Annotated[int | None, typer.Option(help="Worker processes (default: CPU count)")] = None,
+    max_side: Annotated[
+        int | None, typer.Option(rich_help_panel=FRAMES, help="Shrink frames to this longest side in px")
+    ] = None,
+    max_pixels: Annotated[
+        int | None,
+        typer.Option(
+            rich_help_panel=FRAMES, help="Refuse clips whose frames have more pixels (default: 8K, 7680x4320)"
+        ),
+    ] = None,
+    jpeg_quality: Annotated[int, typer.Option(rich_help_panel=FRAMES, help="JPEG quality 1-100")] = 90,
+    workers: Annotated[
+        int | None, typer.Option(rich_help_panel=WORK, help="Worker processes (default: CPU count)")
+    ] = None,
     threads: Annotated[
-        int, typer.Option(help="Decoder threads per worker (0: chosen for the job; see prepare.json)")
+        int,
+        typer.Option(rich_help_panel=WORK, help="Decoder threads per worker (0: chosen for the job; see prepare.json)"),
     ] = 0,
     asr_threads: Annotated[
         int,
-        typer.Option(help="CPU threads of one transcription; fixed (not the cores), so words never move with them"),
+        typer.Option(
+            rich_help_panel=ASR,
+            help="CPU threads of one transcription; fixed (not the cores), so words never move with them",
+        ),
     ] = 1,
     asr_model: Annotated[
-        str, typer.Option(help="faster-whisper model name or folder (tiny.en, base bundled)")
+        str, typer.Option(rich_help_panel=ASR, help="faster-whisper model name or folder (tiny.en, base bundled)")
     ] = "tiny.en",
-    lang: Annotated[str, typer.Option(help="ASR language: auto, en, zh, ...")] = "auto",
-    device: Annotated[str, typer.Option(help="ASR device: auto, cpu, cuda")] = "auto",
+    lang: Annotated[str, typer.Option(rich_help_panel=ASR, help="ASR language: auto, en, zh, ...")] = "auto",
+    device: Annotated[str, typer.Option(rich_help_panel=ASR, help="ASR device: auto, cpu, cuda")] = "auto",
     asr_compute: Annotated[
         str,
         typer.Option(
+            rich_help_panel=ASR,
             help=(
                 "CTranslate2 compute type: auto (float32 on a CPU: the same words on any CPU; float16 on "
                 "CUDA), or int8, int8_float32, ... (int8 is faster on a CPU, its words depend on the machine)"
-            )
+            ),
         ),
     ] = "auto",
     refine_words: Annotated[
-        bool, typer.Option(help="Snap ASR word edges to speech-energy edges (measured: benchmarks/asr_timing.py)")
+        bool,
+        typer.Option(
+            rich_help_panel=ASR, help="Snap ASR word edges to speech-energy edges (measured: benchmarks/asr_timing.py)"
+        ),
     ] = True,
-    aligner: Annotated[str, typer.Option(help=ALIGN_HELP)] = "auto",
+    aligner: Annotated[str, typer.Option(rich_help_panel=ASR, help=ALIGN_HELP)] = "auto",
     fillers: Annotated[
-        bool, typer.Option(help="Report the fillers the acoustic aligner finds (um, uh, er) as words too")
+        bool,
+        typer.Option(
+            rich_help_panel=ASR, help="Report the fillers the acoustic aligner finds (um, uh, er) as words too"
+        ),
     ] = False,
-    decode: Annotated[str, typer.Option(help="auto, selective or sequential (identical frames)")] = "auto",
+    decode: Annotated[
+        str, typer.Option(rich_help_panel=FRAMES, help="auto, selective or sequential (identical frames)")
+    ] = "auto",
     asr_mode: Annotated[
         str,
         typer.Option(
+            rich_help_panel=ASR,
             help=(
                 "auto (batched on a GPU, else single), single, batched, or packed "
                 "(several short clips per Whisper window: faster on a CPU, but a clip's words "
                 "then depend on its neighbours)"
-            )
+            ),
         ),
     ] = "auto",
     executor: Annotated[
-        str, typer.Option(help="local (processes here) or ray (a Ray cluster; pip install 'avstack[ray]')")
+        str,
+        typer.Option(
+            rich_help_panel=WORK, help="local (processes here) or ray (a Ray cluster; pip install 'avstack[ray]')"
+        ),
     ] = "local",
     ray_address: Annotated[
-        str | None, typer.Option(help="Ray cluster address (default RAY_ADDRESS; else a local Ray is started)")
+        str | None,
+        typer.Option(
+            rich_help_panel=WORK, help="Ray cluster address (default RAY_ADDRESS; else a local Ray is started)"
+        ),
     ] = None,
     audio_track: Annotated[
-        int | None, typer.Option(help="Audio track to hear (0 = the first audio track; default: ffmpeg's pick)")
+        int | None,
+        typer.Option(
+            rich_help_panel=STREAMS, help="Audio track to hear (0 = the first audio track; default: ffmpeg's pick)"
+        ),
     ] = None,
     video_stream: Annotated[
         int | None,
-        typer.Option(help="The file's video stream to see, by its index as ffprobe lists it (default: ffmpeg's pick)"),
+        typer.Option(
+            rich_help_panel=STREAMS,
+            help="The file's video stream to see, by its index as ffprobe lists it (default: ffmpeg's pick)",
+        ),
     ] = None,
     audio_stream: Annotated[
         str | None,
-        typer.Option(help="The file's audio stream to hear: its index as ffprobe lists it, or a language (eng, de)"),
+        typer.Option(
+            rich_help_panel=STREAMS,
+            help="The file's audio stream to hear: its index as ffprobe lists it, or a language (eng, de)",
+        ),
     ] = None,
     include: Annotated[
-        list[str] | None, typer.Option(help="Also take files matching this glob as videos (repeatable): '*.dat'")
+        list[str] | None,
+        typer.Option(rich_help_panel=WORK, help="Also take files matching this glob as videos (repeatable): '*.dat'"),
     ] = None,
 ) -> None:
     """Decode clips, sample frames at true times, extract audio and word-level ASR; write a manifest."""
+    args = dict(locals(), include=tuple(include or ()))  # first: every option, and nothing else
     from avstack.api import prepare as api_prepare
-    from avstack.limits import DEFAULT_MAX_PIXELS
 
     with user_errors():
-        report = api_prepare(
-            data_root,
-            out,
-            anchors=anchors,
-            fps=fps,
-            asr_model=asr_model,
-            lang=None if lang == "auto" else lang,
-            asr_mode=asr_mode,
-            workers=workers,
-            executor=executor,
-            ray_address=ray_address,
-            include=tuple(include or ()),
-            progress=progress,
-            max_frames=max_frames,
-            max_side=max_side,
-            max_pixels=max_pixels or DEFAULT_MAX_PIXELS,
-            jpeg_quality=jpeg_quality,
-            asr_device=device,
-            asr_compute=asr_compute,
-            asr_refine=refine_words,
-            asr_aligner=aligner,
-            asr_fillers=fillers,
-            decode=decode,
-            threads=threads,
-            asr_threads=asr_threads,
-            audio_track=audio_track,
-            video_stream=video_stream,
-            audio_stream=audio_stream,
-        )
+        report = api_prepare(**args, progress=progress)
+    said(report, out)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+def said(report: Any, out: Path) -> None:
+    """prepare's summary: counts and time, files with several streams, skipped files, failed clips."""
     n, bad = report.count, report.failed
     typer.echo(f"prepared {n - len(bad)}/{n} clips into {out} ({report.cache_hits} from cache)")
     if report.profile.get("stages"):
@@ -135,8 +159,6 @@ def prepare(
     for rec in bad:
         err = rec.error or {}
         typer.echo(f"  FAILED {rec.clip_id}: {err.get('type')}: {err.get('message')}", err=True)
-    if bad:
-        raise typer.Exit(1)
 
 
 @app.command()

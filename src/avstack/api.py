@@ -42,6 +42,13 @@ def __getattr__(name: str) -> Any:
 
 
 PathLike = str | os.PathLike[str]
+# prepare's flags named otherwise than the PrepareSettings fields they set
+PREPARE_FLAGS = {
+    "device": "asr_device",
+    "refine_words": "asr_refine",
+    "aligner": "asr_aligner",
+    "fillers": "asr_fillers",
+}
 
 
 def prepare(
@@ -63,9 +70,10 @@ def prepare(
     """Prepare every clip below `data_root` into `out` (frames at true times, audio, word-timed ASR,
     a content-addressed cache and `out/manifest.jsonl`), exactly as `avstack prepare` does.
 
-    `anchors` is "full" or a comma list of frames, audio, asr; `lang` None detects it (or takes each
-    clip's own); `asr_mode` auto | single | batched | packed; `executor` local | ray. Further
-    keywords are `PrepareSettings` fields (max_side, jpeg_quality, audio_track, asr_threads, ...).
+    `anchors` is "full" or a comma list of frames, audio, asr; `lang` None or "auto" detects it (or
+    takes each clip's own); `asr_mode` auto | single | batched | packed; `executor` local | ray.
+    Further keywords are `PrepareSettings` fields (max_side, jpeg_quality, audio_track, asr_threads,
+    ...) or the command's names for them (device, refine_words, aligner, fillers).
     An EcoG-Bench root is recognised by its folders; anything else is a plain folder of videos
     (`include`: globs for odd file names).
     Returns the report (counts, failed records); a failing clip never stops the others.
@@ -73,8 +81,13 @@ def prepare(
     from avstack.preparation.driver import prepare as run_prepare
     from avstack.tasks import all_layouts
 
+    lang = None if lang == "auto" else lang
+    # the command's own names for some fields (`avstack prepare --device --refine-words ...`)
+    fields = {PREPARE_FLAGS.get(k, k): v for k, v in settings.items()}
+    if fields.get("max_pixels", 0) is None:
+        fields.pop("max_pixels")  # not given: the default bound
     s = PrepareSettings(anchors=parse_anchors(anchors), fps=fps, asr_model=asr_model, lang=lang, asr_mode=asr_mode)
-    s = replace(s, **settings)
+    s = replace(s, **fields)
     return run_prepare(Path(data_root), Path(out), s, workers, progress, all_layouts(), executor, ray_address, include)
 
 
