@@ -86,7 +86,10 @@ def prepare(
     fields = {PREPARE_FLAGS.get(k, k): v for k, v in settings.items()}
     if fields.get("max_pixels", 0) is None:
         fields.pop("max_pixels")  # not given: the default bound
-    s = PrepareSettings(anchors=parse_anchors(anchors), fps=fps, asr_model=asr_model, lang=lang, asr_mode=asr_mode)
+    # fps=1 and --fps 1 are one setting (the cache key reads 1.0 for both)
+    s = PrepareSettings(
+        anchors=parse_anchors(anchors), fps=float(fps), asr_model=asr_model, lang=lang, asr_mode=asr_mode
+    )
     s = replace(s, **fields)
     return run_prepare(Path(data_root), Path(out), s, workers, progress, all_layouts(), executor, ray_address, include)
 
