@@ -22,7 +22,16 @@ from avstack.front.options import (
     frame_budgets,
     packs_of,
 )
-from avstack.front.planning import Say, bill, counting_for, has_limits, planned, quiet, within_limits
+from avstack.front.planning import (
+    Say,
+    backend_or_none,
+    bill,
+    counting_for,
+    has_limits,
+    planned,
+    quiet,
+    within_limits,
+)
 from avstack.io import Progress
 from avstack.runs.runners.base import DEFAULTS
 
@@ -106,7 +115,8 @@ def ablate(
         raise ValueError(f"--task {task} has no ablation")
     target = chosen.ablation(Path(prepared) if prepared is not None else None, inputs)
     engine.refused(target, spec)
-    counting = counting_for(model, chosen.baselines, backend, costing, clip_major=not batch)
+    made = backend_or_none(model, chosen.baselines, backend)  # made once: the plan counts with it, the run asks it
+    counting = counting_for(made, costing, clip_major=not batch)
 
     def replan(budgets: tuple[Any, ...]) -> dict[str, Any]:
         again = replace(spec, budgets=budgets)
@@ -122,7 +132,9 @@ def ablate(
         batch_poll_s=batch_poll if batch else None,
         retry_failed=retry_failed,
     )
-    asking = Asking(make_backend(model, chosen.baselines, **backend.kwargs()), model, out / "cache", settings, progress)
+    if made is None:  # the plan went without it: now its own error, naming what is missing
+        made = make_backend(model, chosen.baselines, **backend.kwargs())
+    asking = Asking(made, model, out / "cache", settings, progress)
     report = engine.ablate(target, spec, asking, out, plan, strict_inputs)
     summary = f"{report.summary}\nfull report: {report.path}"
     done = Done(summary, report.path, plan=plan, failed=report.failed, departed=report.departed)
@@ -211,7 +223,7 @@ def _plan_run(
     from avstack.runs.ablation import plan_stacks
 
     target = chosen.ablation(prepared, inputs)
-    counting = counting_for(model, chosen.baselines, backend, costing)
+    counting = counting_for(backend_or_none(model, chosen.baselines, backend), costing)
 
     def replan(budgets: tuple[Any, ...]) -> dict[str, Any]:
         stack = chosen.run_stack(replace(choice, budget=budgets[0]), inputs)

@@ -17,17 +17,22 @@ def quiet(_: str) -> None:
     """What a library call says by default: nothing (the CLI passes typer.echo)."""
 
 
-def counting_for(model: str, baselines: Any, backend: BackendOptions, costing: Costing, **more: Any) -> Any:
-    """How the plan counts: the image rule, and the server's own text count where the back-end
-    can ask one. Planning needs no key: a back-end that cannot be made here (a missing key or
-    extra) leaves the plan to its own estimate; the run itself says why when it starts."""
-    from avstack.runs.plan import Counting
+def backend_or_none(model: str, baselines: Any, backend: BackendOptions) -> Any:
+    """The back-end, or None where it cannot be made here (a missing key or extra): planning needs
+    none, and the run itself says why when it starts."""
     from avstack.runs.runners import make_backend
 
     try:
-        made = make_backend(model, baselines, **backend.kwargs())
+        return make_backend(model, baselines, **backend.kwargs())
     except (ValueError, ImportError):
-        made = None
+        return None
+
+
+def counting_for(made: Any, costing: Costing, **more: Any) -> Any:
+    """How the plan counts: the image rule, and the server's own text count and body where the
+    back-end `made` (None: none could be made) can give them."""
+    from avstack.runs.plan import Counting
+
     return Counting.of(made, costing.image_rule, costing.detail, providers_file=costing.providers, **more)
 
 

@@ -38,6 +38,7 @@ class ClipMajor:
         self._cv = threading.Condition()
         self._queue: list[tuple[int, int, int, Callable[[], Any], Future[Any]]] = []  # kept sorted
         self._leading: set[int] = set()  # ranks whose first lane's item is queued or running
+        self._held: dict[int, list[tuple[int, int, int, Callable[[], Any], Future[Any]]]] = {}  # by rank
         self._waiting = set(range(lanes))
         self._seq = itertools.count()
         self._closed = False
@@ -55,19 +56,31 @@ class ClipMajor:
             if self._closed:
                 fut.cancel()
                 return fut
-            bisect.insort(self._queue, (rank, lane, next(self._seq), fn, fut), key=lambda t: t[:3])
+            item = (rank, lane, next(self._seq), fn, fut)
             if lane == 0:
                 self._leading.add(rank)
+                # the clip's other stacks queued before its first: they wait for it now
+                lo = bisect.bisect_left(self._queue, (rank, 1), key=lambda t: t[:2])
+                hi = bisect.bisect_left(self._queue, (rank + 1, -1), key=lambda t: t[:2])
+                self._held.setdefault(rank, []).extend(self._queue[lo:hi])
+                del self._queue[lo:hi]
+            if lane != 0 and rank in self._leading:
+                self._held.setdefault(rank, []).append(item)
+            else:
+                bisect.insort(self._queue, item, key=lambda t: t[:3])
             self._cv.notify()
         return fut
 
     def _next(self) -> tuple[int, int, int, Callable[[], Any], Future[Any]] | None:
-        """The first queued item that may start: a first lane's, or one whose clip's first is done."""
-        for i, item in enumerate(self._queue):
-            rank, lane = item[0], item[1]
-            if lane == 0 or rank not in self._leading:
-                return self._queue.pop(i)
-        return None
+        """The first item that may start: the queue holds only those (a first lane's, or one whose
+        clip's first is done); the others wait in `_held` by clip, never scanned past."""
+        return self._queue.pop(0) if self._queue else None
+
+    def _release(self, rank: int) -> None:
+        """A clip's first lane is answered: its other stacks' items may start."""
+        self._leading.discard(rank)
+        for item in self._held.pop(rank, []):
+            bisect.insort(self._queue, item, key=lambda t: t[:3])
 
     def ready(self, lane: int) -> None:
         with self._cv:
@@ -92,14 +105,15 @@ class ClipMajor:
             finally:
                 if lane == 0:  # answered or not, the clip's other stacks may go
                     with self._cv:
-                        self._leading.discard(rank)
+                        self._release(rank)
                         self._cv.notify_all()
 
     def close(self) -> None:
         """No new item starts; queued ones are cancelled (the stacks' runs see it and stop)."""
         with self._cv:
             self._closed = True
-            pending, self._queue = self._queue, []
+            pending = [*self._queue, *(item for held in self._held.values() for item in held)]
+            self._queue, self._held = [], {}
             self._cv.notify_all()
         for *_, fut in pending:
             fut.cancel()
