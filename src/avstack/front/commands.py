@@ -140,7 +140,9 @@ def ablate(
     done = Done(summary, report.path, plan=plan, failed=report.failed, departed=report.departed)
     if report.departed and strict_inputs:
         arms = ", ".join(report.departed)
-        raise CommandFailed(f"{len(report.departed)} arm(s) whose input departs from the plan: {arms}", 1, done)
+        raise CommandFailed(
+            f"{len(report.departed)} arm(s) whose input departs from the plan (--strict-inputs): {arms}", 1, done
+        )
     if report.failed:
         raise CommandFailed(f"{len(report.failed)} stack(s) with request failures", 1, done)
     return done
