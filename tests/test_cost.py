@@ -231,11 +231,12 @@ def _text(message: dict) -> str:
     return content if isinstance(content, str) else " ".join(p["text"] for p in content if p["type"] == "text")
 
 
-def test_the_plan_counts_text_with_a_vllm_servers_tokenizer_and_sends_no_request(prepared, tmp_path):
+def test_the_plan_counts_text_with_a_vllm_servers_tokenizer_and_sends_no_request(prepared, tmp_path, monkeypatch):
     from avstack.prompting.messages import to_openai
     from avstack.prompting.stacks import make_stack
     from avstack.tasks.ecog.prompt import EcogOptions
 
+    monkeypatch.setenv("AVSTACK_CACHE", str(tmp_path / "cache"))  # the counts kept on disk: this test's own
     VllmTokenizer.bodies = []
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), VllmTokenizer)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
@@ -244,8 +245,13 @@ def test_the_plan_counts_text_with_a_vllm_servers_tokenizer_and_sends_no_request
         out = tmp_path / "run"
         args = ["run", str(prepared), "--model", "openai:Qwen/Qwen2.5-VL-7B-Instruct", "--base-url", url]
         res = CliRunner().invoke(app, [*args, "--out", str(out), "--dry-run"])
+        counted = len(VllmTokenizer.bodies)
+        # planned again: every text's count is on disk by the server's identity, nothing asked again
+        again = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "again"), "--dry-run"])
     finally:
         httpd.shutdown()
+    assert again.exit_code == 0 and len(VllmTokenizer.bodies) == counted > 0, again.output
+    assert (tmp_path / "again" / "plan.json").read_text() == (out / "plan.json").read_text()
     assert res.exit_code == 0, res.output
     plan = json.loads((out / "plan.json").read_text())
     assert plan["text_tokens"].startswith("the server's tokenizer (vLLM /tokenize") and plan["image_rule"] == "qwen2-vl"

@@ -13,9 +13,12 @@ and the plan falls back to its own estimate and says so. Every answer is cached 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 # a 1 x 1 PNG: what an image part carries when only the template is rendered (the server puts
@@ -51,6 +54,7 @@ class ServerProbe:
         self._asked_props = False
         self._kind: str | None = None  # "llama.cpp", "vllm" or "" (neither), once asked
         self._merges: bool | None = None  # whether it merges adjacent pictures, once asked
+        self._text_counts: TextCounts | None = None  # counted texts, by the server's identity
         self._lock = threading.Lock()  # the run's threads ask at once: the server is asked once
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
@@ -121,13 +125,31 @@ class ServerProbe:
 
     def count_text(self, model: str, messages: Sequence[dict[str, Any]]) -> int | None:
         """Tokens of the messages' text with the server's chat template and tokenizer (media not
-        counted: the plan counts them by its image rule), or None when the server cannot say."""
+        counted: the plan counts them by its image rule), or None when the server cannot say.
+        Kept on disk by the server's identity (its model file, build and template, or vLLM's
+        version and model): a plan started again asks the server nothing it counted before."""
         kind = self.kind()
-        if kind == "llama.cpp":
-            return self._count_llama_cpp(messages)
-        if kind == "vllm":
-            return self._count_vllm(model, messages)
-        return None
+        if kind not in ("llama.cpp", "vllm"):
+            return None
+        counts = self._counts(model)
+        key = hashlib.sha256(json.dumps([stub_media(m) for m in messages], sort_keys=True).encode()).hexdigest()
+        if key in counts.known:
+            return counts.known[key]
+        n = self._count_llama_cpp(messages) if kind == "llama.cpp" else self._count_vllm(model, messages)
+        if n is not None:
+            counts.remember(key, n)
+        return n
+
+    def _counts(self, model: str) -> TextCounts:
+        with self._lock:
+            if self._text_counts is None:
+                props = self._props or {}
+                said = {k: props.get(k) for k in ("model_path", "build_info", "chat_template")}
+                identity = {"kind": self._kind, "model": model, "server": said if self._kind == "llama.cpp" else None}
+                if self._kind == "vllm":
+                    identity["server"] = self._call("GET", "/version")
+                self._text_counts = TextCounts(identity)
+            return self._text_counts
 
     @property
     def how(self) -> str | None:
@@ -194,3 +216,36 @@ def without_media(message: dict[str, Any]) -> dict[str, Any]:
     if content is None:
         return message
     return {**message, "content": [p for p in content if p.get("type") not in MEDIA_TYPES]}
+
+
+class TextCounts:
+    """A server's text counts on disk (AVSTACK_CACHE/text-counts/<identity>.jsonl), one line a
+    count, appended as counted; a torn last line is skipped when read."""
+
+    def __init__(self, identity: dict[str, Any]):
+        digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:24]
+        root = Path(os.environ.get("AVSTACK_CACHE", Path.home() / ".cache" / "avstack"))
+        self.path = root / "text-counts" / f"{digest}.jsonl"
+        self.known: dict[str, int] = {}
+        self._lock = threading.Lock()
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            lines = []
+        for line in lines:
+            try:
+                got = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(got, dict) and isinstance(got.get("k"), str) and isinstance(got.get("n"), int):
+                self.known[got["k"]] = got["n"]
+
+    def remember(self, key: str, n: int) -> None:
+        with self._lock:
+            self.known[key] = n
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps({"k": key, "n": n}) + "\n")
+            except OSError:  # a read-only cache: counted again next time
+                pass
