@@ -257,73 +257,89 @@ def run_items(
     items: list[WorkItem], out: str | Path, parse: Parser, meta: dict[str, Any], asking: Asking, id_field: str
 ) -> Path:
     """Ask every item without a final answer; returns the predictions file."""
-    backend, backend_id, cache_dir, progress = asking.backend, asking.backend_id, asking.cache_dir, asking.progress
     s = asking.settings or RunSettings()
     out = Path(out)
     pred_path = out / "predictions.jsonl"
     done = _load_final(pred_path, id_field, s.retry_failed)
     # rewrite without superseded or half lines, so the file holds one final line per item
     write_jsonl_atomic(pred_path, done.values())
-    bid: str = backend_id or str(getattr(backend, "name", "backend"))
-    scrubber = Scrubber(backend.secrets())
-    write_json_atomic(
-        out / "run.json",
-        scrubber.scrub({"avstack_version": __version__, "backend": bid, "backend_settings": _settings_of(backend)})
-        | meta,
-    )
     todo = [it for it in items if it.id not in done]
     if s.budget is not None and s.budget.reached():
         todo = []  # an earlier stack of this job spent the budget
-    lane = LANE.get() if s.batch_poll_s is None else None  # an ablation's shared pool (runs.interleave)
-    stopping = threading.Event()
-    cache = AnswerCache(cache_dir)
-    key_id = answer_key_id(bid, _settings_of(backend))
-    batched = _batch_answers(backend, key_id, todo, cache, out, s, scrubber)
-    writer = JsonlAppender(pred_path)
+    run = ItemRun(asking, s, out, parse, meta, id_field, todo)
+    run.dispatch(items, todo, asking.progress or (lambda it, n: it))
+    if s.budget is not None and s.budget.reached():
+        raise BudgetReached(s.budget.limit_usd, s.budget.spent_usd, out)
+    return pred_path
 
-    def asked(
-        request: Request, truth: dict[str, Any], key: str
-    ) -> tuple[str | None, dict[str, Any], str | None, int, dict[str, Any] | None]:
-        """The answer to one request: from the cache, a batch, or the back-end."""
+
+class ItemRun:
+    """One run's asking: run.json, each item's answer (the answer cache, a batch, or the back-end,
+    with retries), its prediction line, and the stop on a spent budget or a fatal error."""
+
+    def __init__(
+        self,
+        asking: Asking,
+        s: RunSettings,
+        out: Path,
+        parse: Parser,
+        meta: dict[str, Any],
+        id_field: str,
+        todo: list[WorkItem],
+    ) -> None:
+        self.backend, self.s, self.parse, self.meta, self.id_field = asking.backend, s, parse, meta, id_field
+        bid: str = asking.backend_id or str(getattr(self.backend, "name", "backend"))
+        self.scrubber = Scrubber(self.backend.secrets())
+        run_json = {"avstack_version": __version__, "backend": bid, "backend_settings": _settings_of(self.backend)}
+        write_json_atomic(out / "run.json", self.scrubber.scrub(run_json) | meta)
+        self.lane = LANE.get() if s.batch_poll_s is None else None  # an ablation's shared pool (runs.interleave)
+        self.stopping = threading.Event()
+        self.cache = AnswerCache(asking.cache_dir)
+        self.key_id = answer_key_id(bid, _settings_of(self.backend))
+        self.batched = _batch_answers(self.backend, self.key_id, todo, self.cache, out, s, self.scrubber)
+        self.writer = JsonlAppender(out / "predictions.jsonl")
+
+    def asked(self, request: Request, truth: dict[str, Any], key: str) -> tuple[Any, ...]:
+        """(text, usage, error, attempts, cache hit) of one request: from the cache, a batch, or the back-end."""
+        s, cache = self.s, self.cache
         hit = cache.get(key)
         if hit is not None and s.retry_failed and hit.get("raw") is None:
             hit = None  # a cached failure is asked again too
-        if hit is None and key in batched:  # answered in a batch: recorded as the online path does
-            text, usage, error = scrubber.scrub((batched[key]["raw"], batched[key]["usage"], None))
+        if hit is not None:
+            text, usage, error = self.scrubber.scrub((hit["raw"], hit["usage"], hit["error"]))
+            return text, usage, error, 0, hit
+        if key in self.batched:  # answered in a batch: recorded as the online path does
+            text, usage, error = self.scrubber.scrub((self.batched[key]["raw"], self.batched[key]["usage"], None))
             attempts = 0
             cache.put(key, {"raw": text, "usage": usage, "error": error})
-            if s.budget is not None and s.budget.charge(usage):
-                stopping.set()
-        elif hit is None:
-            text, usage, error, attempts = ask_with_retries(backend, request, truth, s, scrubber=scrubber)
+        else:
+            text, usage, error, attempts = ask_with_retries(self.backend, request, truth, s, scrubber=self.scrubber)
             if is_final(error):
                 cache.put(key, {"raw": text, "usage": usage, "error": error})
-            if s.budget is not None and s.budget.charge(usage):
-                stopping.set()  # the answer in hand is kept; no new request starts
-        else:
-            text, usage, error = scrubber.scrub((hit["raw"], hit["usage"], hit["error"]))
-            attempts = 0
-        return text, usage, error, attempts, hit
+        if s.budget is not None and s.budget.charge(usage):
+            self.stopping.set()  # the answer in hand is kept; no new request starts
+        return text, usage, error, attempts, None
 
-    def one(item: WorkItem) -> dict[str, Any]:
+    def one(self, item: WorkItem) -> dict[str, Any]:
+        """One item's prediction line, written as it comes."""
         t0 = time.perf_counter()
         hit = None
         text: str | None
         usage: dict[str, Any]
         error: str | None
-        why = refusal(backend, item.request) if item.error is None and item.request is not None else None
+        why = refusal(self.backend, item.request) if item.error is None and item.request is not None else None
         if item.error is not None or item.request is None:
             text, usage, error, attempts = None, {}, item.error or "no request", 0
         elif why is not None:  # a part the back-end cannot take: refused here, nothing is sent or dropped
             text, usage, error, attempts = None, {}, f"{REFUSED}: {why}", 0
         else:
-            key = request_key(key_id, item.request)
-            with lane.only_one(key) if lane is not None else nullcontext():
-                sent = unmarked_unless_shared(item.request, s.shared_prefixes)
-                text, usage, error, attempts, hit = asked(sent, item.truth, key)
-        pred, perr = parse(text, item) if text is not None else ({}, None)
+            key = request_key(self.key_id, item.request)
+            with self.lane.only_one(key) if self.lane is not None else nullcontext():
+                sent = unmarked_unless_shared(item.request, self.s.shared_prefixes)
+                text, usage, error, attempts, hit = self.asked(sent, item.truth, key)
+        pred, perr = self.parse(text, item) if text is not None else ({}, None)
         rec = {
-            id_field: item.id,
+            self.id_field: item.id,
             "raw": text,
             "prediction": pred,
             "parse_error": perr,
@@ -332,39 +348,36 @@ def run_items(
             "usage": usage,
             "attempts": attempts,
             "cached": hit is not None,
-            "stack": meta.get("stack"),
+            "stack": self.meta.get("stack"),
         } | item.record
         if (limit := limit_named(error)) is not None:  # the provider's limit the server named
             rec["limit"] = limit
-        writer.append(rec)
+        self.writer.append(rec)
         return rec
 
-    wrap = progress or (lambda it, n: it)
-
-    def unless_stopping(item: WorkItem) -> dict[str, Any] | None:
+    def unless_stopping(self, item: WorkItem) -> dict[str, Any] | None:
         # set by the worker whose item failed, before it takes another: a worker thread picks the
         # next queued item as soon as it is free, before the loop below can cancel it (one more
         # request after a 401 than was in flight)
-        if stopping.is_set() or (s.budget is not None and s.budget.reached()):
+        s = self.s
+        if self.stopping.is_set() or (s.budget is not None and s.budget.reached()):
             return None
         try:
-            return one(item)
+            return self.one(item)
         except BaseException:
-            stopping.set()
+            self.stopping.set()
             raise
 
-    if lane is not None:  # one pool for the ablation's stacks, clip by clip; the ablation closes the back-end
-        place = {it.id: i for i, it in enumerate(items)}
-        futures = [lane.submit(place[it.id], partial(unless_stopping, it)) for it in todo]
-        lane.ready()
-        _wait_all(futures, wrap)
-    else:
+    def dispatch(self, items: list[WorkItem], todo: list[WorkItem], wrap: Progress) -> None:
+        """The items to ask, through the ablation's shared pool clip by clip, or a pool of this run's own."""
+        if self.lane is not None:  # one pool for the ablation's stacks; the ablation closes the back-end
+            place = {it.id: i for i, it in enumerate(items)}
+            futures = [self.lane.submit(place[it.id], partial(self.unless_stopping, it)) for it in todo]
+            self.lane.ready()
+            _wait_all(futures, wrap)
+            return
         try:
-            with ThreadPoolExecutor(max(1, s.concurrency)) as pool:
-                _wait_all([pool.submit(unless_stopping, it) for it in todo], wrap)
+            with ThreadPoolExecutor(max(1, self.s.concurrency)) as pool:
+                _wait_all([pool.submit(self.unless_stopping, it) for it in todo], wrap)
         finally:
-            backend.close()  # e.g. delete a run's uploads
-    if s.budget is not None and s.budget.reached():
-        b = s.budget
-        raise BudgetReached(b.limit_usd, b.spent_usd, out)
-    return pred_path
+            self.backend.close()  # e.g. delete a run's uploads
