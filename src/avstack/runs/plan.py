@@ -176,45 +176,56 @@ def plan_requests(
     """The plan of asking `model` every request of every stack, in order (the first stack's
     requests are paid first; a later stack's identical request comes from the answer cache, unless
     the stack is `fresh`: an A/A arm, asked again past every cache)."""
-    counting = counting or Counting()
-    count_text, text_how = text_counter()
-    rule = image_rule(model, counting.image_rule)
+    tally = Tally(stacks, model, counting or Counting(), AnswerCache(cache_dir), set(fresh))
+    for name, req in send_order(stacks, tally.counting.clip_major):
+        tally.add(name, req, request_key(backend_id + ("|aa" if name in tally.fresh else ""), req))
     prices, read_on = load_prices(prices_file)
     price = price_of(model, prices)
-    cache = AnswerCache(cache_dir)
-    seen: set[str] = set()
-    sizes: dict[Path, tuple[int, int]] = {}
-    bills: dict[str, StackBill] = {name: StackBill() for name in stacks}
-    family = family_of(model, counting.server_kind, counting.providers_file)
+    return plan_json(tally, price, read_on, max_output_tokens)
 
-    def prefix_tokens(req: Request, n: int, text: str) -> int:
+
+class Tally:
+    """Every request counted, billed and checked as it would be sent: per stack its bill, per item
+    its input tokens (with how far they may be off) and its digest as sent, the limits it breaks."""
+
+    def __init__(
+        self, stacks: Mapping[str, Sequence[Request]], model: str, counting: Counting, cache: Any, fresh: set[str]
+    ) -> None:
+        self.model, self.counting, self.cache, self.fresh = model, counting, cache, fresh
+        self.count_text, self.text_how = text_counter()
+        self.rule = image_rule(model, counting.image_rule)
+        self.sizes: dict[Path, tuple[int, int]] = {}
+        self.seen: set[str] = set()
+        self.bills: dict[str, StackBill] = {name: StackBill() for name in stacks}
+        self.family = family_of(model, counting.server_kind, counting.providers_file)
+        self.shared = shared_prefixes(r for reqs in stacks.values() for r in reqs)
+        rule = self.family.cache if self.family else None
+        self.prefixes = PrefixCache(rule, len(stacks), self.prefix_tokens, self.shared) if rule else None
+        self.breaches: list[Breach] = []
+        # each request's input tokens and how far they may be off, by item: what the server's count
+        # is held to after the run (avstack.runs.reconcile)
+        self.inputs: dict[str, dict[str, list[int | None]]] = {name: {} for name in stacks}
+        self.sent: dict[str, dict[str, str]] = {name: {} for name in stacks}  # each request as sent, digested
+
+    def prefix_tokens(self, req: Request, n: int, text: str) -> int:
         head = Request(req.system, (*req.parts[:n], *((Text(text),) if text else ())), req.root)
-        counted = bill_request(head, model, counting, count_text, sizes)
+        counted = bill_request(head, self.model, self.counting, self.count_text, self.sizes)
         return counted[2] + counted[3] + counted[5]
 
-    shared = shared_prefixes(r for reqs in stacks.values() for r in reqs)
-    prefixes = PrefixCache(family.cache, len(stacks), prefix_tokens, shared) if family and family.cache else None
-    breaches: list[Breach] = []
-    # each request's input tokens and how far they may be off, by item: what the server's count is
-    # held to after the run (avstack.runs.reconcile)
-    inputs: dict[str, dict[str, list[int | None]]] = {name: {} for name in stacks}
-    sent: dict[str, dict[str, str]] = {name: {} for name in stacks}  # each request as sent, digested
-    asked_again = set(fresh)
-    for name, req in send_order(stacks, counting.clip_major):
-        bill = bills[name]
-        counted = bill_request(req, model, counting, count_text, sizes)
+    def add(self, name: str, req: Request, key: str) -> None:
+        """One request of stack `name`, in send order; `key`: its answer-cache key."""
+        bill, counting = self.bills[name], self.counting
+        counted = bill_request(req, self.model, counting, self.count_text, self.sizes)
+        images, videos, image_toks, text_toks, sounds, audio_toks = counted
         bill.adjacent_images += adjacent_images(req)
         item = item_of(req)
         served = counting.server is not None and counting.server.counts_text_by() is not None
-        unc = input_uncertainty(counted, rule, model, text_how, served)
-        inputs[name][item] = [counted[2] + counted[3] + counted[5], unc]
-        sent[name][item] = sent_digest(req, counting, shared)
-        images, videos, image_toks, text_toks, sounds, audio_toks = counted
-        if family is not None:  # every request against the provider's limits, before any is sent
+        unc = input_uncertainty(counted, self.rule, self.model, self.text_how, served)
+        self.inputs[name][item] = [image_toks + text_toks + audio_toks, unc]
+        self.sent[name][item] = sent_digest(req, counting, self.shared)
+        if self.family is not None:  # every request against the provider's limits, before any is sent
             toks = (image_toks + text_toks + audio_toks, image_toks)
-            breaches += breaches_of(name, item, measure(req, sizes), family.limits, toks)
-        # the A/A arm asks again what its baseline asked: its own key, paid like any arm
-        key = request_key(backend_id + ("|aa" if name in asked_again else ""), req)
+            self.breaches += breaches_of(name, item, measure(req, self.sizes), self.family.limits, toks)
         bill.requests += 1
         bill.images += images
         bill.videos += videos
@@ -222,71 +233,87 @@ def plan_requests(
         bill.text_tokens += text_toks
         bill.audio_parts += sounds
         bill.audio_tokens += audio_toks
-        if cache.get(key) is not None:
+        if self.cache.get(key) is not None:
             bill.cached += 1
-        elif key in seen:
+        elif key in self.seen:
             bill.repeats += 1
         else:
             bill.to_pay_requests += 1
             bill.to_pay_input_tokens += image_toks + text_toks + audio_toks
             bill.to_pay_audio_tokens += audio_toks
-            if prefixes is not None and name not in asked_again:  # the A/A arm asks past the server's cache
-                read, written = prefixes.predict(req)
+            if self.prefixes is not None and name not in self.fresh:  # the A/A arm asks past the server's cache
+                read, written = self.prefixes.predict(req)
                 bill.cache_read_tokens += min(read, image_toks + text_toks + audio_toks)
                 bill.cache_write_tokens += written
-        seen.add(key)
-    total_in = sum(b.to_pay_input_tokens for b in bills.values())
-    total_req = sum(b.to_pay_requests for b in bills.values())
-    total_read = sum(b.cache_read_tokens for b in bills.values())
-    total_write = sum(b.cache_write_tokens for b in bills.values())
-    out_tokens = total_req * max_output_tokens
-    usd = None
-    total_audio = sum(b.to_pay_audio_tokens for b in bills.values())
-    if price is not None:
-        audio_price = price.input if price.audio_input is None else price.audio_input
-        online = ((total_in - total_audio) * price.input + total_audio * audio_price + out_tokens * price.output) / 1e6
-        usd = {"online": round(online, 4), "batch": round(online * price.batch, 4)}
-        if prefixes is not None and (total_read or total_write):
-            kept = prefixes.rule
-            # a cached token pays `read` of the input price, a written one `write` (the text rate)
-            saved = (total_read * (1 - kept.read) - total_write * (kept.write - 1)) * price.input / 1e6
-            usd["online_with_cache"] = round(online - saved, 4)
+        self.seen.add(key)
+
+    def total(self, field: str) -> int:
+        return sum(getattr(b, field) for b in self.bills.values())
+
+
+def plan_usd(tally: Tally, price: Any, out_tokens: int) -> dict[str, float] | None:
+    """What the requests to pay may cost online and in batch (and online with the prompt cache)."""
+    if price is None:
+        return None
+    total_in, total_audio = tally.total("to_pay_input_tokens"), tally.total("to_pay_audio_tokens")
+    total_read, total_write = tally.total("cache_read_tokens"), tally.total("cache_write_tokens")
+    audio_price = price.input if price.audio_input is None else price.audio_input
+    online = ((total_in - total_audio) * price.input + total_audio * audio_price + out_tokens * price.output) / 1e6
+    usd = {"online": round(online, 4), "batch": round(online * price.batch, 4)}
+    if tally.prefixes is not None and (total_read or total_write):
+        kept = tally.prefixes.rule
+        # a cached token pays `read` of the input price, a written one `write` (the text rate)
+        saved = (total_read * (1 - kept.read) - total_write * (kept.write - 1)) * price.input / 1e6
+        usd["online_with_cache"] = round(online - saved, 4)
+    return usd
+
+
+def plan_notes(tally: Tally, price: Any, read_on: str) -> list[str]:
+    """What the plan could not count, and why."""
+    model, bills = tally.model, tally.bills.values()
     notes = []
-    if rule is None:
+    if tally.rule is None:
         notes.append(f"{model}: no published image-token rule known (--image-rule names one); image tokens not counted")
-    server_how = counting.server.counts_text_by() if counting.server is not None else None
-    if any(b.audio_parts for b in bills.values()) and audio_rule(model) is None:
+    if any(b.audio_parts for b in bills) and audio_rule(model) is None:
         notes.append(f"{model}: no published audio-token rule known; audio tokens not counted")
-    if any(b.videos for b in bills.values()):
+    if any(b.videos for b in bills):
         notes.append("video parts are not counted (each provider samples video its own way)")
     if price is None:
         notes.append(f"{model}: not in the price table (read {read_on}); pass --prices FILE")
+    return notes
+
+
+def plan_json(tally: Tally, price: Any, read_on: str, max_output_tokens: int) -> dict[str, Any]:
+    """The plan as plan.json holds it."""
+    counting, bills = tally.counting, tally.bills
+    out_tokens = tally.total("to_pay_requests") * max_output_tokens
+    server_how = counting.server.counts_text_by() if counting.server is not None else None
     return {
-        "model": model,
+        "model": tally.model,
         "detail": counting.detail,
-        "image_rule": rule,
-        "audio_rule": audio_rule(model),
-        "text_tokens": f"{server_how}, else {text_how}" if server_how else text_how,
+        "image_rule": tally.rule,
+        "audio_rule": audio_rule(tally.model),
+        "text_tokens": f"{server_how}, else {tally.text_how}" if server_how else tally.text_how,
         "prices_read_on": read_on,
         "price_usd_per_1m": None if price is None else {"input": price.input, "output": price.output},
         "stacks": {name: vars(b) for name, b in bills.items()},
-        "inputs": inputs,
-        "sent": sent,
-        "prompt_cache": cache_said(family, counting.clip_major, len(stacks)),
-        "limits": limits_said(family, breaches),
+        "inputs": tally.inputs,
+        "sent": tally.sent,
+        "prompt_cache": cache_said(tally.family, counting.clip_major, len(bills)),
+        "limits": limits_said(tally.family, tally.breaches),
         "total": {
-            "requests": sum(b.requests for b in bills.values()),
-            "to_pay_requests": total_req,
-            "cached": sum(b.cached for b in bills.values()),
-            "repeats": sum(b.repeats for b in bills.values()),
-            "input_tokens": total_in,
-            "cache_read_tokens": total_read,
-            "cache_write_tokens": total_write,
-            "audio_tokens": total_audio,
+            "requests": tally.total("requests"),
+            "to_pay_requests": tally.total("to_pay_requests"),
+            "cached": tally.total("cached"),
+            "repeats": tally.total("repeats"),
+            "input_tokens": tally.total("to_pay_input_tokens"),
+            "cache_read_tokens": tally.total("cache_read_tokens"),
+            "cache_write_tokens": tally.total("cache_write_tokens"),
+            "audio_tokens": tally.total("to_pay_audio_tokens"),
             "output_tokens_at_most": out_tokens,
-            "usd_at_most": usd,
+            "usd_at_most": plan_usd(tally, price, out_tokens),
         },
-        "notes": notes,
+        "notes": plan_notes(tally, price, read_on),
     }
 
 
