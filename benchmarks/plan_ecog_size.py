@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import cv2
 
@@ -77,7 +78,7 @@ DROPS = ("frame_ts", "word_ts", "asr", "frames")
 TS_FORMATS = ("ms", "index", "overlay")
 
 
-def bill(folder: Path, model: str, arm: dict, out: Path) -> dict:
+def bill(folder: Path, model: str, arm: dict, out: Path) -> Any:
     task = EcogAblation(opened(folder))
     spec = AblationSpec(drops=DROPS, ts_formats=TS_FORMATS, layouts=(arm["layout"],))
     return plan_stacks(task, task.stacks(spec), model, out, Counting(clip_major=arm["clip_major"]))
@@ -119,7 +120,7 @@ def main() -> None:
             results[model] = {}
             for arm_name, arm in ARMS.items():
                 plan = bill(folder, model, arm, tmp / f"plan-{arm_name}")
-                results[model][arm_name] = summary(plan)
+                results[model][arm_name] = summary(plan.to_json())
                 order = "one clip's stacks together" if arm["clip_major"] else "one stack after another"
                 print(f"== {model}, {arm_name} ({arm['layout']}, {order})")
                 print(plan_table(plan).split("\n| **total**")[1].split("\n", 1)[1])

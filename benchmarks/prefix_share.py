@@ -42,7 +42,7 @@ def arm(prepared: Path, url: str, out: Path, interleave: bool, layout: str) -> d
     backend = make_backend("openai:qwen2-vl-tiny", base_url=f"{url}/v1", max_tokens=16)
     task = EcogAblation(opened(prepared))
     # the plan as `ablate` makes it: the server counts the text, its prefix cache is predicted
-    bill = plan(task, spec, "openai:qwen2-vl-tiny", out, Counting.of(backend, clip_major=interleave), 16)
+    bill = plan(task, spec, "openai:qwen2-vl-tiny", out, Counting.of(backend, clip_major=interleave), 16).to_json()
     settings = RunSettings(concurrency=2, interleave=interleave)
     t0 = time.perf_counter()
     ablate(task, spec, Asking(backend, "openai:qwen2-vl-tiny", out / "cache", settings), out, bill)

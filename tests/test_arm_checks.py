@@ -18,6 +18,7 @@ from avstack.prompting.messages import Image, Request, Text
 from avstack.prompting.stacks import CUE_CHANGES, REPEAT, make_stack
 from avstack.runs.integrity import Arm, ArmMismatch, arms_of, check_arms
 from avstack.runs.noise import wilson
+from avstack.runs.plan_record import Plan
 from avstack.runs.reconcile import reconcile, reported_input
 from avstack.tasks.ecog.prompt import BUILTIN
 
@@ -195,7 +196,8 @@ def test_a_server_that_drops_a_frame_is_caught_on_every_back_ends_usage_fields(p
             lines.append({"video_name": clip, "raw": "{}", "usage": _usage_shapes(got)[shape], "cached": False})
         (out / stack).mkdir()
         (out / stack / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-    arms = {a.arm: a for a in reconcile(plan, {s: out / s / "predictions.jsonl" for s in plan["stacks"]})}
+    predictions = {s: out / s / "predictions.jsonl" for s in plan["stacks"]}
+    arms = {a.arm: a for a in reconcile(Plan.from_json(plan), predictions)}
     assert not arms["full"].flagged and arms["full"].departure == 0
     dropped = arms["full-no_frame_ts"]
     assert dropped.flagged and dropped.departure < -dropped.uncertainty < 0

@@ -26,6 +26,7 @@ from avstack.runs.ablation import AblationSpec, stacks_to_run
 from avstack.runs.cost import audio_tokens, wav_duration_ms
 from avstack.runs.engine import REFUSED, Asking, RunSettings, WorkItem, run_items
 from avstack.runs.plan import plan_requests
+from avstack.runs.plan_record import Plan
 from avstack.runs.runners import Answer, BackendBase
 from avstack.tasks.ecog.prompt import build_request
 from avstack.tasks.ecog.runs import requests_for
@@ -159,15 +160,16 @@ def test_the_plan_counts_audio_tokens_by_each_providers_rule(tmp_path):
     assert audio_tokens(2500, "openai:gpt-4o") is None
     req = Request("", (Text("x"), Audio("a.wav")), root=str(tmp_path))
     plan = plan_requests({"omni": [req, req]}, "gemini:gemini-2.5-flash", "gemini")
-    bill = plan["stacks"]["omni"]
-    assert (bill["audio_parts"], bill["audio_tokens"], bill["to_pay_audio_tokens"]) == (2, 160, 80)  # one repeat
-    assert plan["total"]["audio_tokens"] == 80 and plan["audio_rule"] == "gemini"
+    bill = plan.stacks["omni"]
+    assert (bill.audio_parts, bill.audio_tokens, bill.to_pay_audio_tokens) == (2, 160, 80)  # one repeat
+    assert plan.total.audio_tokens == 80 and plan.audio_rule == "gemini"
     none = plan_requests({"omni": [req]}, "openai:gpt-4o", "openai")
-    assert any("no published audio-token rule" in n for n in none["notes"])
+    assert any("no published audio-token rule" in n for n in none.notes)
     # an audio price of its own: gpt-4o-audio-preview's audio input at 40 USD per 1M tokens
     priced = plan_requests({"omni": [req]}, "openai:gpt-4o-audio-preview", "openai", max_output_tokens=0)
-    text = priced["total"]["input_tokens"] - 25
-    assert priced["total"]["usd_at_most"]["online"] == round((25 * 40 + text * 2.5) / 1e6, 4)
+    text = priced.total.input_tokens - 25
+    assert priced.total.usd_at_most["online"] == round((25 * 40 + text * 2.5) / 1e6, 4)
+    assert Plan.from_json(json.loads(json.dumps(priced.to_json()))) == priced  # plan.json reads back whole
 
 
 def test_drop_applies_to_every_variant_that_has_the_cue_and_the_interface_pairs():

@@ -33,6 +33,7 @@ from avstack.front.planning import (
     within_limits,
 )
 from avstack.io import Progress
+from avstack.runs.plan_record import Plan
 from avstack.runs.runners.base import DEFAULTS
 
 PathLike = str | Path
@@ -118,7 +119,7 @@ def ablate(
     made = backend_or_none(model, chosen.baselines, backend)  # made once: the plan counts with it, the run asks it
     counting = counting_for(made, costing, clip_major=not batch)
 
-    def replan(budgets: tuple[Any, ...]) -> dict[str, Any]:
+    def replan(budgets: tuple[Any, ...]) -> Plan:
         again = replace(spec, budgets=budgets)
         return engine.plan(target, again, model, out, counting, backend.max_tokens, costing.prices)
 
@@ -219,7 +220,7 @@ def _plan_run(
     backend: BackendOptions,
     costing: Costing,
     say: Say,
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[Any, Plan]:
     """The run's one stack planned from the records the run sends with (the task's inputs, the
     stack choice, the back-end options), within the provider's limits: (the choice, the plan)."""
     from avstack.runs.ablation import plan_stacks
@@ -227,7 +228,7 @@ def _plan_run(
     target = chosen.ablation(prepared, inputs)
     counting = counting_for(backend_or_none(model, chosen.baselines, backend), costing)
 
-    def replan(budgets: tuple[Any, ...]) -> dict[str, Any]:
+    def replan(budgets: tuple[Any, ...]) -> Plan:
         stack = chosen.run_stack(replace(choice, budget=budgets[0]), inputs)
         return plan_stacks(target, [stack], model, out, counting, backend.max_tokens, costing.prices)
 

@@ -65,7 +65,7 @@ class Done:
     summary: str
     path: Path | None = None
     notes: tuple[str, ...] = ()
-    plan: dict[str, Any] | None = None
+    plan: Any = None  # the plan (avstack.runs.plan_record.Plan) where one was made
     result: Any = None
     failed: dict[str, dict[str, Any]] = field(default_factory=dict)  # per stack whose requests failed
     departed: dict[str, str] = field(default_factory=dict)  # per arm whose input departs from the plan

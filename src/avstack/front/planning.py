@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.front.options import BackendOptions, Costing
+from avstack.runs.plan_record import Plan
 
 Say = Callable[[str], None]
 
@@ -45,8 +46,8 @@ def has_limits(model: str, providers: Path | None) -> bool:
 
 
 def within_limits(
-    replan: Callable[[tuple[Any, ...]], dict[str, Any]], budgets: tuple[Any, ...], fit: bool, out: Path, say: Say
-) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    replan: Callable[[tuple[Any, ...]], Plan], budgets: tuple[Any, ...], fit: bool, out: Path, say: Say
+) -> tuple[Plan, tuple[Any, ...]]:
     """(plan, budgets) once every stack is within its provider's limits: the plan refuses a stack
     over one (naming the limit, the item and the budget that fits) or, with `fit`, plans again
     with the budgets lowered and records the change in plan.json."""
@@ -61,21 +62,22 @@ def within_limits(
             return None
 
     plan = replan(budgets)
-    lowered = refuse_or_fit(plan.get("limits"), budgets, budget_of, fit)
+    lowered = refuse_or_fit(plan.limits, budgets, budget_of, fit)
     if not lowered:
         return plan, budgets
     budgets = tuple(lowered.get(b, b) for b in budgets)
     plan = replan(budgets)
-    refuse_or_fit(plan.get("limits"), budgets, budget_of, False)  # still over: no lower budget mends it
+    refuse_or_fit(plan.limits, budgets, budget_of, False)  # still over: no lower budget mends it
     fitted = {old.label or "every frame": new.label for old, new in lowered.items()}
-    plan["limits"]["fitted"] = fitted
+    limits = dict(plan.limits or {})
+    plan = plan.with_limits(limits | {"fitted": fitted})
     write_plan(plan, out)
     said = ", ".join(f"{a} -> {b}" for a, b in fitted.items())
-    say(f"--fit-limits: frame budget lowered to fit {plan['limits']['family']}'s limits: {said}")
+    say(f"--fit-limits: frame budget lowered to fit {limits.get('family')}'s limits: {said}")
     return plan, budgets
 
 
-def bill(plan: dict[str, Any], out: Path, costing: Costing, say: Say) -> Any:
+def bill(plan: Plan, out: Path, costing: Costing, say: Say) -> Any:
     """Say the plan; refuse to start above --max-cost; the Budget that stops the run once the
     servers' reported usage reaches it (None: no limit)."""
     from avstack.runs.cost import Budget, Price
@@ -84,19 +86,19 @@ def bill(plan: dict[str, Any], out: Path, costing: Costing, say: Say) -> Any:
     if costing.max_cost is None:
         return None
     say(plan_table(plan))
-    usd = plan["total"]["usd_at_most"]
-    if usd is None:
+    usd = plan.total.usd_at_most
+    if usd is None or plan.price_usd_per_1m is None:
         raise ValueError(
-            f"--max-cost: the price of {plan['model']} is not known (not in the price table); pass --prices FILE"
+            f"--max-cost: the price of {plan.model} is not known (not in the price table); pass --prices FILE"
         )
     if usd["online"] > costing.max_cost:
         raise ValueError(
             f"--max-cost {costing.max_cost:g} USD: the plan may cost up to {usd['online']:.2f} USD; nothing was sent"
         )
-    return Budget(costing.max_cost, Price(**plan["price_usd_per_1m"]))
+    return Budget(costing.max_cost, Price(**plan.price_usd_per_1m))
 
 
-def planned(plan: dict[str, Any], out: Path) -> str:
+def planned(plan: Plan, out: Path) -> str:
     """What a dry run prints after the plan."""
     from avstack.runs.plan import plan_table
 

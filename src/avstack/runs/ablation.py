@@ -30,6 +30,7 @@ from avstack.runs.integrity import arms_of, changes_section, check_arms
 from avstack.runs.interleave import run_interleaved
 from avstack.runs.noise import asking_for, is_repeat, noise_section
 from avstack.runs.plan import Counting, plan_requests, usage_section, write_plan
+from avstack.runs.plan_record import Plan
 from avstack.runs.reconcile import as_json, inputs_section, marked, reconcile
 
 UNTIL = ("all", "decided")
@@ -214,7 +215,7 @@ def plan_stacks(
     counting: Counting | None = None,
     max_output_tokens: int = 512,
     prices_file: Path | None = None,
-) -> dict[str, Any]:
+) -> Plan:
     """What running `stacks` would ask and cost (avstack.runs.plan), written to out/plan.json; no
     request is sent (a local server may be asked to count the text: `Counting.server`). First every
     arm's requests are held to its parent's (avstack.runs.integrity): an arm that differs by more
@@ -224,12 +225,12 @@ def plan_stacks(
     fresh = [s.name for s in stacks if is_repeat(s)]
     cache = Path(out) / "cache"
     bill = plan_requests(requests, model, model, cache, counting, max_output_tokens, prices_file, fresh)
-    bill["arms"] = [vars(c) for c in changed]
+    bill = bill.with_arms([vars(c) for c in changed])
     write_plan(bill, Path(out))
     return bill
 
 
-def plan(task: AblationTask, spec: AblationSpec, model: str, out: str | Path, *costing: Any) -> dict[str, Any]:
+def plan(task: AblationTask, spec: AblationSpec, model: str, out: str | Path, *costing: Any) -> Plan:
     """What the ablation would ask and cost, written to out/plan.json; nothing sent. `costing`:
     plan_stacks' counting, max_output_tokens and prices_file."""
     refused(task, spec)
@@ -241,7 +242,7 @@ def ablate(
     spec: AblationSpec,
     asking: Asking,
     out: str | Path,
-    bill: dict[str, Any] | None = None,
+    bill: Plan | None = None,
     strict_inputs: bool = False,
 ) -> Report:
     """Run every stack into out/<stack>/ (every item, or rounds until decided), score each once,
@@ -266,13 +267,13 @@ def ablate(
     report, own = task.report(scored, out, spec.cluster, only)
     predictions = {s.name: out / s.name / "predictions.jsonl" for s in stacks}
     seen = reconcile(bill, predictions)
-    write_json_atomic(out / "inputs.json", {"arms": bill.get("arms", []), "reported": as_json(seen)})
+    write_json_atomic(out / "inputs.json", {"arms": bill.checked_arms, "reported": as_json(seen)})
     noise = noise_section(task, scored, out) if any(is_repeat(s) for s in stacks) else ""
     sections = (cue_section(task, spec, scored, out) if spec.subsets else []) + own
     joined = "\n".join(sections)
     stopped = stop_section(stop) if stop else ""
     usage = usage_section(bill, predictions)
-    checks = changes_section(bill.get("arms", [])) + inputs_section(seen, strict_inputs)
+    checks = changes_section(bill.checked_arms) + inputs_section(seen, strict_inputs)
     text = marked(report.text, seen) + joined + noise + stopped + checks + usage
     atomic_write(report.path, text.encode())
     summary = marked(report.summary, seen) + (joined + "\n" if sections else "") + noise + stopped

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,30 +28,9 @@ from avstack.runs.counting import Counting, sent_digest
 from avstack.runs.engine import AnswerCache, request_key
 from avstack.runs.integrity import item_of
 from avstack.runs.limits import Breach, breaches_of, limits_said, measure
+from avstack.runs.plan_record import Plan, PlanTotal, StackBill
 from avstack.runs.providers import CacheRule, Family, family_of
 from avstack.runs.reconcile import adjacent_images, input_uncertainty
-
-
-@dataclass
-class StackBill:
-    """One stack's requests; `to_pay` are those neither cached nor asked by an earlier stack."""
-
-    requests: int = 0
-    images: int = 0
-    videos: int = 0
-    image_tokens: int = 0
-    text_tokens: int = 0
-    audio_parts: int = 0
-    audio_tokens: int = 0
-    cached: int = 0
-    repeats: int = 0
-    to_pay_input_tokens: int = 0
-    to_pay_audio_tokens: int = 0  # of to_pay_input_tokens: what an audio price applies to
-    to_pay_requests: int = 0
-    cache_read_tokens: int = 0  # of to_pay_input_tokens: predicted to come from the provider's prompt cache
-    cache_write_tokens: int = 0  # of to_pay_input_tokens: predicted to be written to it (Anthropic)
-    adjacent_images: int = 0  # pictures touching another (no text between): a server may merge them
-    notes: list[str] = field(default_factory=list)
 
 
 def _part_key(req: Request, part: Any) -> tuple[str, str]:
@@ -172,7 +150,7 @@ def plan_requests(
     max_output_tokens: int = 512,
     prices_file: Path | None = None,
     fresh: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> Plan:
     """The plan of asking `model` every request of every stack, in order (the first stack's
     requests are paid first; a later stack's identical request comes from the answer cache, unless
     the stack is `fresh`: an A/A arm, asked again past every cache)."""
@@ -283,38 +261,39 @@ def plan_notes(tally: Tally, price: Any, read_on: str) -> list[str]:
     return notes
 
 
-def plan_json(tally: Tally, price: Any, read_on: str, max_output_tokens: int) -> dict[str, Any]:
-    """The plan as plan.json holds it."""
+def plan_json(tally: Tally, price: Any, read_on: str, max_output_tokens: int) -> Plan:
+    """The plan as a record (plan.json: its to_json)."""
     counting, bills = tally.counting, tally.bills
     out_tokens = tally.total("to_pay_requests") * max_output_tokens
     server_how = counting.server.counts_text_by() if counting.server is not None else None
-    return {
-        "model": tally.model,
-        "detail": counting.detail,
-        "image_rule": tally.rule,
-        "audio_rule": audio_rule(tally.model),
-        "text_tokens": f"{server_how}, else {tally.text_how}" if server_how else tally.text_how,
-        "prices_read_on": read_on,
-        "price_usd_per_1m": None if price is None else {"input": price.input, "output": price.output},
-        "stacks": {name: vars(b) for name, b in bills.items()},
-        "inputs": tally.inputs,
-        "sent": tally.sent,
-        "prompt_cache": cache_said(tally.family, counting.clip_major, len(bills)),
-        "limits": limits_said(tally.family, tally.breaches),
-        "total": {
-            "requests": tally.total("requests"),
-            "to_pay_requests": tally.total("to_pay_requests"),
-            "cached": tally.total("cached"),
-            "repeats": tally.total("repeats"),
-            "input_tokens": tally.total("to_pay_input_tokens"),
-            "cache_read_tokens": tally.total("cache_read_tokens"),
-            "cache_write_tokens": tally.total("cache_write_tokens"),
-            "audio_tokens": tally.total("to_pay_audio_tokens"),
-            "output_tokens_at_most": out_tokens,
-            "usd_at_most": plan_usd(tally, price, out_tokens),
-        },
-        "notes": plan_notes(tally, price, read_on),
-    }
+    total = PlanTotal(
+        requests=tally.total("requests"),
+        to_pay_requests=tally.total("to_pay_requests"),
+        cached=tally.total("cached"),
+        repeats=tally.total("repeats"),
+        input_tokens=tally.total("to_pay_input_tokens"),
+        cache_read_tokens=tally.total("cache_read_tokens"),
+        cache_write_tokens=tally.total("cache_write_tokens"),
+        audio_tokens=tally.total("to_pay_audio_tokens"),
+        output_tokens_at_most=out_tokens,
+        usd_at_most=plan_usd(tally, price, out_tokens),
+    )
+    return Plan(
+        model=tally.model,
+        detail=counting.detail,
+        image_rule=tally.rule,
+        audio_rule=audio_rule(tally.model),
+        text_tokens=f"{server_how}, else {tally.text_how}" if server_how else tally.text_how,
+        prices_read_on=read_on,
+        price_usd_per_1m=None if price is None else {"input": price.input, "output": price.output},
+        stacks=dict(bills),
+        inputs=tally.inputs,
+        sent=tally.sent,
+        prompt_cache=cache_said(tally.family, counting.clip_major, len(bills)),
+        limits=limits_said(tally.family, tally.breaches),
+        total=total,
+        notes=tuple(plan_notes(tally, price, read_on)),
+    )
 
 
 def cache_said(family: Family | None, clip_major: bool, stacks: int) -> dict[str, Any] | None:
@@ -328,47 +307,47 @@ def cache_said(family: Family | None, clip_major: bool, stacks: int) -> dict[str
             "window_requests": stacks, "read_on": family.read_on, "source": family.source}  # fmt: skip
 
 
-def write_plan(plan: dict[str, Any], out: Path) -> Path:
+def write_plan(plan: Plan, out: Path) -> Path:
     path = Path(out) / "plan.json"
-    write_json_atomic(path, plan)
+    write_json_atomic(path, plan.to_json())
     return path
 
 
-def plan_table(plan: dict[str, Any]) -> str:
+def plan_table(plan: Plan) -> str:
     """The plan as a Markdown table, per stack and in total."""
     head = "| stack | requests | images | image tokens | text tokens | audio tokens | cached | repeats |"
     rows = [head + " input tokens to pay |"]
     rows.append("|---|---|---|---|---|---|---|---|---|")
-    for name, b in plan["stacks"].items():
+    for name, b in plan.stacks.items():
         rows.append(
-            f"| {name} | {b['requests']} | {b['images']} | {b['image_tokens']} | {b['text_tokens']} | "
-            f"{b.get('audio_tokens', 0)} | {b['cached']} | {b['repeats']} | {b['to_pay_input_tokens']} |"
+            f"| {name} | {b.requests} | {b.images} | {b.image_tokens} | {b.text_tokens} | "
+            f"{b.audio_tokens} | {b.cached} | {b.repeats} | {b.to_pay_input_tokens} |"
         )
-    t = plan["total"]
-    usd = t["usd_at_most"]
+    t = plan.total
+    usd = t.usd_at_most
     cost = f"${usd['online']:.2f} online, ${usd['batch']:.2f} batch (at most)" if usd else "price unknown"
-    rows.append(f"| **total** | {t['requests']} | | | | | {t['cached']} | {t['repeats']} | {t['input_tokens']} |")
-    lines = [*rows, "", f"{plan['model']}: {cost}; output at most {t['output_tokens_at_most']} tokens; "
-             f"text tokens by {plan['text_tokens']}; prices read {plan['prices_read_on']}"]  # fmt: skip
-    said = plan.get("prompt_cache")
-    if said and t["input_tokens"]:
-        share = 100 * t.get("cache_read_tokens", 0) / t["input_tokens"]
+    rows.append(f"| **total** | {t.requests} | | | | | {t.cached} | {t.repeats} | {t.input_tokens} |")
+    lines = [*rows, "", f"{plan.model}: {cost}; output at most {t.output_tokens_at_most} tokens; "
+             f"text tokens by {plan.text_tokens}; prices read {plan.prices_read_on}"]  # fmt: skip
+    said = plan.prompt_cache
+    if said and t.input_tokens:
+        share = 100 * t.cache_read_tokens / t.input_tokens
         with_cache = f"; ${usd['online_with_cache']:.2f} online with it" if usd and "online_with_cache" in usd else ""
         lines.append(
-            f"prompt cache ({said['family']}, {said['kind']}, {said['order']}): {t.get('cache_read_tokens', 0)} of "
-            f"{t['input_tokens']} input tokens predicted read from it ({share:.1f}%), "
-            f"{t.get('cache_write_tokens', 0)} written{with_cache}"
+            f"prompt cache ({said['family']}, {said['kind']}, {said['order']}): {t.cache_read_tokens} of "
+            f"{t.input_tokens} input tokens predicted read from it ({share:.1f}%), "
+            f"{t.cache_write_tokens} written{with_cache}"
         )
-    return "\n".join(lines + [f"note: {n}" for n in plan["notes"]]) + "\n"
+    return "\n".join(lines + [f"note: {n}" for n in plan.notes]) + "\n"
 
 
-def usage_section(plan: dict[str, Any], predictions: Mapping[str, Path]) -> str:
+def usage_section(plan: Plan, predictions: Mapping[str, Path]) -> str:
     """The plan beside what the servers reported, per stack (answers actually sent; cached ones
     cost nothing): a check on the estimate, and the bill as the providers count it. Where a server
     reported input tokens taken from its prompt cache, a column says how many."""
     rows, cached_any = [], False
     for name, path in predictions.items():
-        bill = plan["stacks"].get(name)
+        bill = plan.stacks.get(name)
         if bill is None or not Path(path).exists():
             continue
         packs = Path(path).parent / "packs" / "predictions.jsonl"  # a packed run: its requests are the packs
@@ -377,10 +356,10 @@ def usage_section(plan: dict[str, Any], predictions: Mapping[str, Path]) -> str:
         used = [usage_tokens(r.get("usage")) for r in sent]
         cached = sum(cached_tokens(r.get("usage")) for r in sent)
         cached_any = cached_any or cached > 0
-        planned_cached = bill.get("cache_read_tokens", 0)
+        planned_cached = bill.cache_read_tokens
         cached_any = cached_any or planned_cached > 0
         used_in = sum(u[0] for u in used)
-        rows.append([name, bill["to_pay_requests"], len(sent), bill["to_pay_input_tokens"], used_in,
+        rows.append([name, bill.to_pay_requests, len(sent), bill.to_pay_input_tokens, used_in,
                      planned_cached, cached, sum(u[1] for u in used)])  # fmt: skip
     head = ["stack", "requests planned to pay", "sent", "input tokens planned", "input tokens reported"]
     head += ["from the prompt cache, planned", "from the prompt cache, reported"] if cached_any else []
@@ -388,6 +367,6 @@ def usage_section(plan: dict[str, Any], predictions: Mapping[str, Path]) -> str:
     for r in rows:
         cells = r[:5] + (r[5:7] if cached_any else []) + [r[7]]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    rule = plan["image_rule"] or "none known"
-    note = f"Planned with {plan['model']}'s image rule ({rule}), text by {plan['text_tokens']}."
+    rule = plan.image_rule or "none known"
+    note = f"Planned with {plan.model}'s image rule ({rule}), text by {plan.text_tokens}."
     return "\n".join(["", "## Plan and usage", "", note, "", *lines, ""])

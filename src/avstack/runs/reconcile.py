@@ -20,6 +20,7 @@ from typing import Any
 from avstack.io import read_jsonl_objects
 from avstack.prompting.messages import Image, Request
 from avstack.runs.cost import audio_rule
+from avstack.runs.plan_record import Plan
 
 # the stated error of a text estimate, as a share of its tokens plus a request's framing
 TEXT_ERROR = {"server": (0.0, 0), "tiktoken": (0.05, 12), "estimate": (0.25, 12)}
@@ -138,16 +139,22 @@ def likely_cause(arm: ArmInputs) -> str:
     return "the server counted more than planned: a chat template or picture rule the plan does not know"
 
 
-def reconcile(plan: Mapping[str, Any], predictions: Mapping[str, Path]) -> list[ArmInputs]:
+def checked_pair(want: Any) -> tuple[int, int]:
+    """A plan entry [tokens, uncertainty] that _planned_pair has checked."""
+    return int(want[0]), int(want[1])
+
+
+def reconcile(plan: Plan, predictions: Mapping[str, Path]) -> list[ArmInputs]:
     """Each arm's reported input against its plan, request by request (the plan's `inputs`)."""
     out = []
     for name, path in predictions.items():
-        planned = (plan.get("inputs") or {}).get(name)
+        planned = plan.inputs.get(name)
         if not isinstance(planned, dict) or not Path(path).exists():
             continue
         packs = Path(path).parent / "packs" / "predictions.jsonl"  # a packed run: its requests are the packs
         path = packs if packs.is_file() else Path(path)
-        arm = ArmInputs(name, adjacent_images=int((plan.get("stacks", {}).get(name) or {}).get("adjacent_images", 0)))
+        bill = plan.stacks.get(name)
+        arm = ArmInputs(name, adjacent_images=bill.adjacent_images if bill is not None else 0)
         for rec in read_jsonl_objects(path, "prediction"):
             if rec.get("cached") or rec.get("raw") is None:
                 continue  # not sent, or no answer: counted among the request failures
@@ -156,7 +163,7 @@ def reconcile(plan: Mapping[str, Any], predictions: Mapping[str, Path]) -> list[
             if not _planned_pair(want) or got is None:  # plan.json is input too: a malformed entry is unchecked
                 arm.uncheckable += 1
                 continue
-            tokens, error = want  # type: ignore[misc]  # a checked [int, int]
+            tokens, error = checked_pair(want)
             arm.requests += 1
             arm.planned += tokens
             arm.reported += got
