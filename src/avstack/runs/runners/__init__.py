@@ -33,37 +33,33 @@ def _pick(options: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any
     return {k: v for k, v in options.items() if k in allowed}
 
 
+# each model back-end: its module, its class, the options it takes (the others are not its own)
+MODEL_CLASSES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "openai": ("avstack.runs.runners.openai_compat", "OpenAICompat", OPENAI_OPTIONS),
+    "gemini": ("avstack.runs.runners.gemini", "Gemini", GEMINI_OPTIONS),
+    "anthropic": ("avstack.runs.runners.anthropic", "Anthropic", ANTHROPIC_OPTIONS),
+    "hf": ("avstack.runs.runners.hf", "HFLocal", HF_OPTIONS),
+    "replay": ("avstack.runs.runners.replay", "Replay", ()),
+}
+
+
 def make_backend(spec: str, baselines: Mapping[str, Callable[[str], Backend]] | None = None, **options: Any) -> Backend:
     """`openai:MODEL`, `gemini:MODEL`, `anthropic:MODEL`, `hf:MODEL`, `replay:PATH`, or one of `baselines` (a task's
     offline baselines by name, each made from the text after the colon)."""
+    from importlib import import_module
+
     kind, _, name = spec.partition(":")
     if baselines and kind in baselines:
         return baselines[kind](name)
     if kind in ("openai", "gemini", "anthropic", "hf") and not name:
         example = "Qwen/Qwen2.5-VL-3B-Instruct" if kind == "hf" else "MODEL"
         raise ValueError(f"{kind} needs a model name: --model {kind}:{example}")
-    if kind == "openai":
-        from avstack.runs.runners.openai_compat import OpenAICompat
-
-        return OpenAICompat(name, **_pick(options, OPENAI_OPTIONS))
-    if kind == "replay":
-        from avstack.runs.runners.replay import Replay
-
-        return Replay(name)
-    if kind == "gemini":
-        from avstack.runs.runners.gemini import Gemini
-
-        return Gemini(name, **_pick(options, GEMINI_OPTIONS))
-    if kind == "anthropic":
-        from avstack.runs.runners.anthropic import Anthropic
-
-        return Anthropic(name, **_pick(options, ANTHROPIC_OPTIONS))
-    if kind == "hf":
-        from avstack.runs.runners.hf import HFLocal
-
-        return HFLocal(name, **_pick(options, HF_OPTIONS))
-    known = [*(baselines or {}), *MODEL_BACKENDS]
-    raise ValueError(f"unknown back-end {kind!r}: use {', '.join(known)}")
+    if kind not in MODEL_CLASSES:
+        known = [*(baselines or {}), *MODEL_BACKENDS]
+        raise ValueError(f"unknown back-end {kind!r}: use {', '.join(known)}")
+    module, cls, allowed = MODEL_CLASSES[kind]
+    made: Backend = getattr(import_module(module), cls)(name, **_pick(options, allowed))
+    return made
 
 
 __all__ = [

@@ -67,9 +67,6 @@ class Anthropic(BackendBase):
         self.temperature: float | None = temperature if _takes("temperature") else None
         self._client: Any = None
 
-    def __repr__(self) -> str:  # never show the key
-        return f"Anthropic(model={self.model!r}, base_url={self.base_url!r})"
-
     def settings(self) -> dict[str, Any]:
         said = {"model": self.model, "base_url": self.base_url, "temperature": self.temperature,
                 "max_tokens": self.max_tokens}  # fmt: skip

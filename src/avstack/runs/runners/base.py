@@ -80,6 +80,12 @@ class BackendBase:
 
     name = "backend"
 
+    def __repr__(self) -> str:  # the model and where it is served; never the key
+        said = [f"model={getattr(self, 'model', None)!r}"]
+        if getattr(self, "base_url", None):
+            said.append(f"base_url={self.base_url!r}")  # type: ignore[attr-defined]
+        return f"{type(self).__name__}({', '.join(said)})"
+
     def refuses(self, request: Request) -> str | None:
         """Why this back-end cannot take the request (see `refusal`); it never drops a part."""
         return None

@@ -64,9 +64,6 @@ class Gemini(BackendBase):
         self._uploads: dict[str, Any] = {}
         self._lock = threading.Lock()
 
-    def __repr__(self) -> str:  # never show the key
-        return f"Gemini(model={self.model!r})"
-
     def secrets(self) -> list[str]:
         return [self._key] if self._key else []
 

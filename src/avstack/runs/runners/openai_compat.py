@@ -91,9 +91,6 @@ class OpenAICompat(BackendBase):
             )
         return openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url, **common)
 
-    def __repr__(self) -> str:  # never show the key
-        return f"OpenAICompat(model={self.model!r}, base_url={self.base_url!r})"
-
     def settings(self) -> dict[str, Any]:
         return {
             "model": self.model,
