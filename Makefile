@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RUN := $(BIN)/avstack
 
-.PHONY: setup test test-hf hf-venv tiny-vl lmms-venv check bench bench-gpu gpu-kit demo docs clean llama-server
+.PHONY: setup test test-hf hf-venv tiny-vl tiny-omni lmms-venv check bench bench-gpu gpu-kit demo docs clean llama-server
 
 $(BIN)/avstack: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,11 @@ test-hf: hf-venv
 # (about 20 s; cached in ~/.cache/avstack/tiny-qwen2vl-gguf by the recipe's hash)
 tiny-vl: hf-venv
 	.venv-hf/bin/python tests/tiny_qwen2vl.py
+
+# a tiny Qwen2.5-Omni thinker (text, vision, audio) through llama.cpp's converter (#70); the last
+# line names the GGUF and its mmproj
+tiny-omni: hf-venv
+	.venv-hf/bin/python tests/tiny_qwen25omni.py
 
 # lmms-eval 0.7.3 in a venv of its own (tests/test_harness_real.py runs its command line on our
 # export): its dependencies but torchvision, timm and sentence-transformers (.ci/lmms-eval.txt says why)
