@@ -161,3 +161,24 @@ def vision_server(log: Path, *extra: str, rewrite=None) -> Iterator[dict]:
             yield {"base": f"{proxy.url}/v1", "root": url, "proxy": proxy, "log": log}
         finally:
             proxy.close()
+
+
+@contextmanager
+def omni_server(log: Path, *extra: str) -> Iterator[dict]:
+    """llama-server with the tiny Qwen2.5-Omni and its vision-and-audio projector (`make
+    tiny-omni`), behind a Recorder, as vision_server."""
+    import tiny_qwen25omni
+
+    binary, made = llama_binary(), tiny_qwen25omni.cached_gguf()
+    if binary is None:
+        pytest.skip("no llama-server (make llama-server, or AVSTACK_LLAMA_SERVER)")
+    if made is None:
+        pytest.skip(f"the tiny Qwen2.5-Omni is not converted here (make tiny-omni; {tiny_qwen25omni.gguf_folder()})")
+    model, mmproj = made
+    args = ["-m", str(model), "--mmproj", str(mmproj), "-c", "32768", "--grammar", "root ::= [ -~]*", *extra]
+    with llama_server(binary, args, log) as url:
+        proxy = Recorder(url)
+        try:
+            yield {"base": f"{proxy.url}/v1", "root": url, "proxy": proxy, "log": log}
+        finally:
+            proxy.close()

@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from avstack.runs.audio_cost import audio_rule, audio_tokens  # noqa: F401 - re-exported, where the plan reads them
+
 PRICES_FILE = Path(__file__).with_name("prices.json")
 CHARS_PER_TOKEN = 4  # the stated estimate where no tokenizer is installed (English prose, OpenAI's rule of thumb)
 
@@ -215,27 +217,6 @@ def image_tokens(width: int, height: int, model: str, detail: str = "high", chos
     if rule == "openai-patches":
         return openai_patches(width, height, OPENAI_PATCHES.get(name, 1.0))
     return SIZE_RULES[rule](width, height) if rule else None
-
-
-AUDIO_TOKENS_PER_S = {"gemini": 32, "openai-audio": 10, "qwen-omni": 25}
-
-
-def audio_rule(model: str) -> str | None:
-    """The audio rule for a model spec, or None when none is published for it."""
-    name = model.split(":", 1)[-1].lower()
-    if "gemini" in name:
-        return "gemini"
-    if name.startswith(("gpt-4o-audio", "gpt-4o-mini-audio", "gpt-audio")):
-        return "openai-audio"
-    if "omni" in name and "qwen" in name:
-        return "qwen-omni"
-    return None
-
-
-def audio_tokens(duration_ms: int, model: str) -> int | None:
-    """Tokens a sound of `duration_ms` costs on `model`, or None when no rule is known."""
-    rule = audio_rule(model)
-    return None if rule is None else math.ceil(duration_ms * AUDIO_TOKENS_PER_S[rule] / 1000)
 
 
 def wav_duration_ms(path: Path) -> int:

@@ -126,7 +126,7 @@ def bill_request(
             path = req.path_of(part)
             if path not in sizes:
                 sizes[path] = (wav_duration_ms(path), 0)
-            audio_toks += audio_tokens(sizes[path][0], model) or 0
+            audio_toks += audio_tokens(sizes[path][0], model, counting.server_kind) or 0
         elif isinstance(part, Text):
             text += part.text
     served = counting.server.count_text_tokens(req) if counting.server is not None else None
@@ -252,7 +252,7 @@ def plan_notes(tally: Tally, price: Any, read_on: str) -> list[str]:
     notes = []
     if tally.rule is None:
         notes.append(f"{model}: no published image-token rule known (--image-rule names one); image tokens not counted")
-    if any(b.audio_parts for b in bills) and audio_rule(model) is None:
+    if any(b.audio_parts for b in bills) and audio_rule(model, tally.counting.server_kind) is None:
         notes.append(f"{model}: no published audio-token rule known; audio tokens not counted")
     if any(b.videos for b in bills):
         notes.append("video parts are not counted (each provider samples video its own way)")
@@ -282,7 +282,7 @@ def plan_json(tally: Tally, price: Any, read_on: str, max_output_tokens: int) ->
         model=tally.model,
         detail=counting.detail,
         image_rule=tally.rule,
-        audio_rule=audio_rule(tally.model),
+        audio_rule=audio_rule(tally.model, counting.server_kind),
         text_tokens=f"{server_how}, else {tally.text_how}" if server_how else tally.text_how,
         prices_read_on=read_on,
         price_usd_per_1m=None if price is None else {"input": price.input, "output": price.output},
