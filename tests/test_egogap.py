@@ -12,10 +12,11 @@ from fake_http import JsonHandler
 from typer.testing import CliRunner
 
 from avstack.prompting.messages import Image
-from avstack.runs.engine import RunSettings
+from avstack.runs.engine import Asking, RunSettings
 from avstack.tasks import backend_for
 from avstack.tasks.egogap import EgoGapDataError, build_prompt, load_bundles, parse_letter, score, spearman
 from avstack.tasks.egogap.export import export_ms_swift
+from avstack.tasks.egogap.inputs import EgogapInputs
 from avstack.tasks.egogap.prompt import EXCLUSION_RULE, drop_off_vantage, shuffled, swap_motor
 from avstack.tasks.egogap.report import load_egogap_run, write_egogap_report
 from avstack.tasks.egogap.runs import image_cache, run_egogap, score_egogap_run, work_items
@@ -184,7 +185,7 @@ def test_runs_oracle_chance_text_and_image_ablations(tmp_path):
     bundles, images = _bundles(tmp_path / "b.jsonl"), _images(tmp_path / "img")
     (images / "000000000003.jpg").unlink()  # one missing image: its two items fail, others go on
     out = tmp_path / "oracle"
-    run_egogap(bundles, backend_for("egogap", "oracle"), EgoGapStack(shuffle_seed=3), out, images)
+    run_egogap(EgogapInputs(bundles, images), EgoGapStack(shuffle_seed=3), out, Asking(backend_for("egogap", "oracle")))
     res = score_egogap_run(out)
     assert res["groups"]["overall"]["correct"] == 6 and res["counts"]["items"] == 8
     assert res["counts"]["failed"] == 2 and res["counts"]["unparsed"] == 0
@@ -192,7 +193,9 @@ def test_runs_oracle_chance_text_and_image_ablations(tmp_path):
     assert sum(bool(e) for e in errors) == 2 and all("000000000003.jpg" in e for e in errors if e)
 
     vflip = tmp_path / "vflip"
-    run_egogap(bundles, backend_for("egogap", "chance"), EgoGapStack(image="vflip"), vflip, images)
+    run_egogap(
+        EgogapInputs(bundles, images), EgoGapStack(image="vflip"), vflip, Asking(backend_for("egogap", "chance"))
+    )
     # the flipped picture the run sent, in the one place every EgoGap variant's pictures live
     sent = work_items(load_bundles(bundles), EgoGapStack(image="vflip"), images)[0].request
     (picture,) = [p for p in sent.parts if isinstance(p, Image)]
@@ -204,7 +207,7 @@ def test_runs_oracle_chance_text_and_image_ablations(tmp_path):
     assert chance["counts"]["unparsed"] == 0 and 0 < chance["groups"]["overall"]["correct"] < 6
 
     text = tmp_path / "text"
-    run_egogap(bundles, backend_for("egogap", "oracle"), EgoGapStack(image="text"), text, None)
+    run_egogap(EgogapInputs(bundles), EgoGapStack(image="text"), text, Asking(backend_for("egogap", "oracle")))
     assert score_egogap_run(text)["groups"]["overall"]["accuracy"] == 1.0  # no image needed, none missing
 
 
@@ -231,7 +234,12 @@ def test_openai_backend_on_egogap_and_report(tmp_path, monkeypatch):
     try:
         backend = backend_for("egogap", "openai:m", base_url=f"http://127.0.0.1:{httpd.server_port}/v1")
         out = tmp_path / "run"
-        run_egogap(bundles, backend, EgoGapStack(style="egoplan"), out, images, RunSettings(concurrency=2))
+        run_egogap(
+            EgogapInputs(bundles, images),
+            EgoGapStack(style="egoplan"),
+            out,
+            Asking(backend, settings=RunSettings(concurrency=2)),
+        )
     finally:
         httpd.shutdown()
     first = MCQServer.bodies[0]["messages"]

@@ -10,7 +10,7 @@ import pytest
 from fake_http import JsonHandler
 
 from avstack.prompting.stacks import make_stack
-from avstack.runs.engine import RunSettings
+from avstack.runs.engine import Asking, RunSettings
 from avstack.runs.runners import make_backend
 from avstack.tasks.ecog.runs import run, score_run
 
@@ -117,20 +117,15 @@ def test_gemini_frames_and_native_video(prepared, gemini_server, tmp_path):
     backend = make_backend("gemini:gemini-test", base_url=gemini_server, poll_s=0.01)
     settings = RunSettings(concurrency=2, retries=3, backoff_s=0.01)
     out = tmp_path / "frames"
-    run(prep, backend, make_stack("full"), out, settings)
+    run(prep, make_stack("full"), out, Asking(backend, settings=settings))
     assert score_run(prep, out)["overall"]["acc_seq"] == 1.0
     gen = [json.loads(x[1]) for x in FakeGemini.log if x[0] == "GEN"]
     assert any("inlineData" in p or "inline_data" in p for p in gen[0]["contents"][0]["parts"])
     assert "application/json" in json.dumps(gen[0].get("generationConfig", {}))
 
     video = tmp_path / "video"
-    run(
-        prep,
-        make_backend("gemini:gemini-test", base_url=gemini_server, poll_s=0.01),
-        make_stack("video"),
-        video,
-        settings,
-    )
+    backend = make_backend("gemini:gemini-test", base_url=gemini_server, poll_s=0.01)
+    run(prep, make_stack("video"), video, Asking(backend, settings=settings))
     assert score_run(prep, video)["overall"]["acc_seq"] == 1.0
     uploads = [x for x in FakeGemini.log if x[0] == "POST" and x[1].startswith("/upload/")]
     assert len(uploads) == 7  # one per distinct video file, reused on retries

@@ -27,7 +27,7 @@ from avstack.manifest import load_manifest
 from avstack.preparation.driver import prepare
 from avstack.preparation.settings import PrepareSettings
 from avstack.prompting.stacks import make_stack
-from avstack.runs.engine import RunSettings
+from avstack.runs.engine import Asking, RunSettings
 from avstack.runs.runners import FatalError
 from avstack.synthetic import synth
 from avstack.tasks import backend_for
@@ -134,20 +134,20 @@ def test_2_unauthorized_stops_early_records_nothing_and_a_rerun_asks_again(echo_
     out, cache = tmp_path / "run", tmp_path / "cache"
     backend = backend_for("ecog", "openai:m", base_url=url, api_key="bad-key-123456")
     with pytest.raises(FatalError, match="HTTP 401"):
-        run(prep, backend, make_stack("full"), out, RunSettings(concurrency=2), cache_dir=cache)
+        run(prep, make_stack("full"), out, Asking(backend, None, cache, RunSettings(concurrency=2)))
     assert len(EchoServer.calls) <= 3  # stopped after the clips in flight, not after all 7
     assert (out / "predictions.jsonl").read_text() == "" and not list(cache.glob("*.json"))
     # a wrong URL / unknown model is the same kind of error
     EchoServer.default = "404"
     with pytest.raises(FatalError, match="HTTP 404"):
-        run(prep, backend, make_stack("full"), out, RunSettings(concurrency=1), cache_dir=cache)
+        run(prep, make_stack("full"), out, Asking(backend, None, cache, RunSettings(concurrency=1)))
     # a run written by an older version that stored the 401 as an answer is asked again
     (out / "predictions.jsonl").write_text(
         json.dumps({"video_name": sorted(EchoServer.answers)[0], "raw": None, "error": "RuntimeError: HTTP 401: no"})
         + "\n"
     )
     EchoServer.default, EchoServer.calls = "ok", []
-    run(prep, backend, make_stack("full"), out, RunSettings(concurrency=2), cache_dir=cache)
+    run(prep, make_stack("full"), out, Asking(backend, None, cache, RunSettings(concurrency=2)))
     assert len(EchoServer.calls) == 7
     preds = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(preds) == 7 and all(p["error"] is None for p in preds)

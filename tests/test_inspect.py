@@ -137,7 +137,7 @@ def test_inspect_eval_scores_each_clip_as_avstack_run_does(prepared, tmp_path, m
     from inspect_ai import eval as inspect_eval
     from test_run import _with_markers
 
-    from avstack.runs.engine import RunSettings
+    from avstack.runs.engine import Asking, RunSettings
     from avstack.tasks import backend_for
     from avstack.tasks.ecog.baselines import Chance, Oracle
     from avstack.tasks.ecog.runs import run, score_run
@@ -164,7 +164,12 @@ def test_inspect_eval_scores_each_clip_as_avstack_run_does(prepared, tmp_path, m
         for drop in ([], ["frame_ts"]):
             stack = make_stack("full", drop)
             out = tmp_path / f"run-{stack.name}"
-            run(prep, backend_for("ecog", "openai:m", base_url=url), stack, out, RunSettings(concurrency=2))
+            run(
+                prep,
+                stack,
+                out,
+                Asking(backend_for("ecog", "openai:m", base_url=url), settings=RunSettings(concurrency=2)),
+            )
             ours = {
                 c["video_name"]: {k: c[k] for k in ("acc_cls", "acc_s", "acc_t", "acc_eco", "acc_seq")}
                 for c in score_run(prep, out)["per_clip"]

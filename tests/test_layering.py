@@ -210,3 +210,23 @@ def test_a_frames_jobs_driver_loads_no_decoder_or_opencv(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _calls(tree: ast.AST) -> list[ast.Call]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+
+
+def test_records_travel_whole_through_the_tasks():
+    """A task passes the engine's Asking on whole: none builds one again (the front door makes it
+    once, with the back-end made once), and none reads a record's fields out to pass them on as
+    positional arguments of another call (`run(x.backend, ..., x.settings)`)."""
+    rebuilt, unpacked = [], []
+    for path in sorted((SRC / "tasks").rglob("*.py")):
+        for call in _calls(ast.parse(path.read_text())):
+            name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+            if name == "Asking":
+                rebuilt.append(f"{path.name}:{call.lineno}")
+            fields = {a.attr for a in call.args if isinstance(a, ast.Attribute)}
+            if len(fields & {"backend", "backend_id", "cache_dir", "settings", "progress"}) >= 2:
+                unpacked.append(f"{path.name}:{call.lineno}")
+    assert rebuilt == [] and unpacked == [], (rebuilt, unpacked)

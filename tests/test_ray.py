@@ -183,12 +183,13 @@ def test_storage_every_node_cannot_write_is_refused_naming_the_node(cluster, tmp
 
 def test_ray_workers_write_the_export_shards(cluster, tmp_path):
     from avstack.prompting.stacks import make_stack
+    from avstack.runs.exports import ExportOptions
     from avstack.tasks.ecog.export import export
 
     prep = tmp_path / "prep"
     prepare(SAMPLES, prep, PrepareSettings(anchors=("frames",)), workers=1, layouts=LAYOUTS)
-    local = export(prep, tmp_path / "local", "jsonl", make_stack("full"), shard_size=3)
-    remote = export(prep, tmp_path / "ray", "jsonl", make_stack("full"), shard_size=3, executor="ray")
+    local = export(prep, make_stack("full"), ExportOptions("jsonl", tmp_path / "local", shard_size=3))
+    remote = export(prep, make_stack("full"), ExportOptions("jsonl", tmp_path / "ray", shard_size=3, executor="ray"))
     assert remote.read_bytes() == local.read_bytes() and len(local.read_text().splitlines()) == 7
 
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from avstack.api import ablate
 from avstack.prompting.stacks import make_stack
-from avstack.runs.engine import RunSettings
+from avstack.runs.engine import Asking, RunSettings
 from avstack.tasks import backend_for
 from avstack.tasks.ecog.report import write_report
 from avstack.tasks.ecog.runs import load_run, run, score_run
@@ -21,7 +21,7 @@ SECRET = "sk-test-SECRET-do-not-leak-123"
 def test_oracle_scores_100_on_every_variant(prepared, tmp_path):
     for variant, drop in [("full", []), ("full", ["frame_ts"]), ("full", ["word_ts"]), ("video", []), ("text", [])]:
         out = tmp_path / f"{variant}-{'-'.join(drop)}"
-        run(prepared, backend_for("ecog", "oracle"), make_stack(variant, drop), out)
+        run(prepared, make_stack(variant, drop), out, Asking(backend_for("ecog", "oracle")))
         res = score_run(prepared, out)
         assert res["overall"]["acc_seq"] == 1.0 and res["counts"]["clips"] == 7, (variant, drop, res["per_clip"])
 
@@ -167,7 +167,7 @@ def test_fault_injecting_server_one_final_answer_each_and_no_key_leak(prepared, 
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     backend = backend_for("ecog", "openai:test-model", base_url=server, timeout=0.5)
     out = tmp_path / "run"
-    run(prep, backend, make_stack("full"), out, RunSettings(concurrency=3, retries=3, backoff_s=0.01))
+    run(prep, make_stack("full"), out, Asking(backend, settings=RunSettings(concurrency=3, retries=3, backoff_s=0.01)))
     preds = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert sorted(p["video_name"] for p in preds) == clips  # exactly one final answer per clip
     by = {p["video_name"]: p for p in preds}
@@ -187,14 +187,14 @@ def test_killed_run_resumes_to_the_same_predictions(prepared, server, tmp_path):
     FaultyOpenAI.faults = {}
     backend = backend_for("ecog", "openai:m", base_url=server)
     full = tmp_path / "full"
-    run(prep, backend, make_stack("full"), full, RunSettings(concurrency=2))
+    run(prep, make_stack("full"), full, Asking(backend, settings=RunSettings(concurrency=2)))
     part = tmp_path / "part"
-    run(prep, backend, make_stack("full"), part, RunSettings(concurrency=2))
+    run(prep, make_stack("full"), part, Asking(backend, settings=RunSettings(concurrency=2)))
     lines = (part / "predictions.jsonl").read_text().splitlines()
     # as if killed: three answers kept, the fourth cut mid-line
     (part / "predictions.jsonl").write_text("\n".join(lines[:3]) + "\n" + lines[3][:40])
     before = dict(FaultyOpenAI.calls)
-    run(prep, backend, make_stack("full"), part, RunSettings(concurrency=2))
+    run(prep, make_stack("full"), part, Asking(backend, settings=RunSettings(concurrency=2)))
     asked = sum(FaultyOpenAI.calls.values()) - sum(before.values())
     assert asked == 4  # only the clips without a final answer
 

@@ -178,7 +178,8 @@ def run(
     planned first with the same records it sends with wherever the provider has limits (or with
     `costing.dry_run`, which stops there). The task's own options by keyword, as for `ablate`.
     Raises CommandFailed (code 1) when items got no answer; everything is written first."""
-    from avstack.runs.engine import RunSettings
+    from avstack.runs.engine import Asking, RunSettings
+    from avstack.runs.runners import make_backend
     from avstack.tasks import RunJob, StackChoice
 
     out = Path(out)
@@ -189,9 +190,10 @@ def run(
     plannable = chosen.ablation is not None and chosen.run_stack is not None
     if costing.dry_run and not plannable:
         raise ValueError(f"--dry-run plans a task's requests; --task {task} has none to plan")
-    budget_usd = None
+    budget_usd, made = None, None
     if plannable and (costing.dry_run or costing.fit_limits or has_limits(model, costing.providers)):
-        choice, plan = _plan_run(chosen, where, inputs, choice, model, out, backend, costing, say)
+        made = backend_or_none(model, chosen.baselines, backend)  # made once: the plan counts with it, the run asks it
+        choice, plan = _plan_run(chosen, where, inputs, choice, model, out, made, backend.max_tokens, costing, say)
         if costing.dry_run:
             return Done(planned(plan, out), out / "plan.json", plan=plan)
         budget_usd = bill(plan, out, costing, say)
@@ -202,7 +204,9 @@ def run(
         batch_poll_s=batch_poll if batch else None,
         retry_failed=retry_failed,
     )
-    job = RunJob(model, out, settings, backend.kwargs(), where, inputs, choice, progress)
+    if made is None:  # not planned, or the plan went without it: now its own error, naming what is missing
+        made = make_backend(model, chosen.baselines, **backend.kwargs())
+    job = RunJob(Asking(made, model, None, settings, progress), out, where, inputs, choice)
     outcome = chosen.run(job)
     done = Done(outcome.summary, out, outcome.notes, result=outcome.result)
     if outcome.failed:  # the notes say which and why
@@ -217,20 +221,22 @@ def _plan_run(
     choice: Any,
     model: str,
     out: Path,
-    backend: BackendOptions,
+    made: Any,
+    max_tokens: int,
     costing: Costing,
     say: Say,
 ) -> tuple[Any, Plan]:
     """The run's one stack planned from the records the run sends with (the task's inputs, the
-    stack choice, the back-end options), within the provider's limits: (the choice, the plan)."""
+    stack choice, the back-end it sends with, or None where it cannot be made before the run says
+    why), within the provider's limits: (the choice, the plan)."""
     from avstack.runs.ablation import plan_stacks
 
     target = chosen.ablation(prepared, inputs)
-    counting = counting_for(backend_or_none(model, chosen.baselines, backend), costing)
+    counting = counting_for(made, costing)
 
     def replan(budgets: tuple[Any, ...]) -> Plan:
         stack = chosen.run_stack(replace(choice, budget=budgets[0]), inputs)
-        return plan_stacks(target, [stack], model, out, counting, backend.max_tokens, costing.prices)
+        return plan_stacks(target, [stack], model, out, counting, max_tokens, costing.prices)
 
     plan, (budget,) = within_limits(replan, (choice.budget,), costing.fit_limits, out, say)
     return replace(choice, budget=budget), plan

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from avstack.analysis.tables import Report
-from avstack.io import Progress
 from avstack.preparation.discover import Layout
-from avstack.runs.engine import RunSettings
+from avstack.runs.engine import Asking
 from avstack.runs.runners import Backend, make_backend
 
 REGISTRY: dict[str, str] = {  # task name -> module holding its TASK
@@ -88,17 +87,21 @@ class StackChoice:
 
 @dataclass(frozen=True)
 class RunJob:
-    """What `avstack run` asks of a task: the engine's part is common; the prepared folder, the
-    task's inputs and the stack are typed records the task reads (and refuses what it cannot use)."""
+    """What `avstack run` asks of a task, as records it reads whole: who answers and how (the
+    engine's Asking: the back-end, already made, its name, the settings, the progress), where the
+    run goes, and the prepared folder, the task's own inputs and the stack choice, which the task
+    reads (and refuses what it cannot use)."""
 
-    model: str
+    asking: Asking
     out: Path
-    settings: RunSettings
-    backend_options: Mapping[str, Any]
     prepared: Path | None = None
     inputs: Any = None  # the task's own inputs record (Task.inputs)
     stack: StackChoice = StackChoice()
-    progress: Progress | None = None
+
+    @property
+    def model(self) -> str:
+        """The back-end as the command named it (--model): the run's label."""
+        return str(self.asking.backend_id)
 
 
 @dataclass(frozen=True)

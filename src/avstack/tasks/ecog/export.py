@@ -15,7 +15,7 @@ from avstack.io import DataError, atomic_stream, write_jsonl_atomic
 from avstack.manifest import ClipRecord, data_root_of, iter_manifest, manifest_shards
 from avstack.prompting.messages import Audio, Request, Video, flat_prompt, render, to_openai
 from avstack.prompting.stacks import Stack
-from avstack.runs.exports import part_layout
+from avstack.runs.exports import ExportOptions, part_layout
 from avstack.tasks.ecog.prompt import EcogOptions
 from avstack.tasks.ecog.runs import request_or_problem, requests_for, require_ground_truth, usable
 
@@ -52,35 +52,22 @@ def generic_row(record: ClipRecord, req: Request, stack: Stack) -> dict[str, Any
     }
 
 
-SHARD_SIZE = 1000  # clips per shard: per Parquet file with the frames embedded
-
-
-def export(
-    prepared: str | Path,
-    out: str | Path,
-    fmt: str,
-    stack: Stack,
-    options: EcogOptions = EcogOptions(),
-    model: str = "gpt-4o",
-    max_tokens: int = 2048,
-    shard_size: int = SHARD_SIZE,
-    executor: str = "local",
-    ray_address: str | None = None,
-) -> Path:
+def export(prepared: str | Path, stack: Stack, opts: ExportOptions, options: EcogOptions = EcogOptions()) -> Path:
     """Every usable clip of `prepared` under `stack`, written shard by shard as it goes (never the
     whole dataset in memory): `batch.jsonl`, `data.jsonl`, or `test-00000.parquet`, ... for hf.
-    With `executor="ray"` the shards are written by Ray Data workers. A clip whose manifest
+    With `opts.executor="ray"` the shards are written by Ray Data workers. A clip whose manifest
     record points outside the prepared folder stops the export (nothing is written) and is named."""
+    fmt, model, max_tokens = opts.to, opts.model, opts.max_tokens
     if fmt not in FORMATS:
         raise ValueError(f"--to must be one of {', '.join(FORMATS)}, or features; found {fmt!r}")
     require_ground_truth(prepared, iter_manifest(prepared))  # no silent empty export
-    out = Path(out)
+    out = Path(opts.out)
     tmp = out / f".export-{uuid.uuid4().hex[:8]}"
     shard_fmt = "hf" if fmt == "lmms-eval" else fmt  # lmms-eval reads the Parquet shards
     spec = ShardSpec(str(Path(prepared).resolve()), str(tmp), shard_fmt, stack, options, model, max_tokens)
-    ranges = manifest_shards(prepared, shard_size)
+    ranges = manifest_shards(prepared, opts.shard_size)
     try:
-        results = _run_shards(spec, ranges, executor, ray_address)
+        results = _run_shards(spec, ranges, opts.executor, opts.ray_address)
         _refuse([p for _, ps in results for p in ps])
         path = _publish(tmp, out, shard_fmt, len(ranges))
         if fmt == "lmms-eval":

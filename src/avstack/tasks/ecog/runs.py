@@ -6,12 +6,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from avstack.io import DataError, Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
+from avstack.io import DataError, read_json_file, read_predictions, write_json_atomic, write_per_item
 from avstack.manifest import ClipRecord, Prepared, opened
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack
-from avstack.runs.engine import Asking, RunSettings, WorkItem, run_items
-from avstack.runs.runners import Backend
+from avstack.runs.engine import Asking, WorkItem, run_items
 from avstack.tasks.ecog.data import GtClip
 from avstack.tasks.ecog.parse import parse_answer
 from avstack.tasks.ecog.prompt import PROMPT_VERSION, EcogOptions, build_request, prompt_set
@@ -98,18 +97,14 @@ def truth_of(record: ClipRecord) -> dict[str, Any]:
 
 def run(
     prepared: str | Path | Prepared,
-    backend: Backend,
     stack: Stack,
     out: str | Path,
-    settings: RunSettings | None = None,
+    asking: Asking,
     options: EcogOptions = EcogOptions(),
-    cache_dir: Path | None = None,
-    backend_id: str | None = None,
-    progress: Progress | None = None,
     only: set[str] | None = None,
 ) -> Path:
     """Answer every usable EcoG clip of a prepared folder (or those in `only`, by clip id; a later
-    call with more resumes the same folder); returns the predictions file."""
+    call with more resumes the same folder) with `asking`'s back-end; returns the predictions file."""
     prepared = opened(prepared)
     meta = {
         "task": "ecog",
@@ -129,7 +124,7 @@ def run(
     def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
         return parse_answer(text, options.coord_order)
 
-    return run_items(items, out, parse, meta, Asking(backend, backend_id, cache_dir, settings, progress), "video_name")
+    return run_items(items, out, parse, meta, asking, "video_name")
 
 
 def score_and_write(

@@ -13,7 +13,6 @@ from avstack.prompting.stacks import Stack, interface_pairs, make_stack
 from avstack.runs.ablation import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
 from avstack.runs.engine import Asking
 from avstack.runs.exports import ExportOptions
-from avstack.runs.runners import make_backend
 from avstack.tasks import (
     Outcome,
     RunJob,
@@ -55,19 +54,7 @@ class EcogAblation:
         return [req for _, req in requests_for(self.prepared, stack, self.options)[0]]
 
     def run(self, stack: Stack, run_dir: Path, asking: Asking, only: set[str] | None) -> None:
-        b = asking
-        run(
-            self.prepared,
-            b.backend,
-            stack,
-            run_dir,
-            b.settings,
-            self.options,
-            b.cache_dir,
-            b.backend_id,
-            b.progress,
-            only,
-        )
+        run(self.prepared, stack, run_dir, asking, self.options, only)
 
     def score(self, stack: Stack, run_dir: Path, only: set[str] | None) -> Scored:
         scored = score_and_write(run_dir, self.prepared, only)
@@ -110,8 +97,7 @@ def run_stack(choice: StackChoice, inputs: EcogInputs) -> Stack:
 def run_job(job: RunJob) -> Outcome:
     prepared = opened(needs_prepared("ecog", job.prepared))
     stack, options = run_stack(job.stack, job.inputs), job.inputs.options()
-    backend = make_backend(job.model, BASELINES, **job.backend_options)
-    run(prepared, backend, stack, job.out, job.settings, options, None, job.model, job.progress)
+    run(prepared, stack, job.out, job.asking, options)
     _, _, js = score_and_write(job.out, prepared)
     answers = js.get("answers") or {}
     notes = failed_items(answers.get("request_failures", 0), answers.get("clips", 0), answers.get("causes"))
@@ -120,9 +106,7 @@ def run_job(job: RunJob) -> Outcome:
 
 def export_task(prepared: Path | None, inputs: EcogInputs, stack: Stack, opts: ExportOptions) -> Path:
     """Every usable clip of the prepared folder, shard by shard (tasks.ecog.export)."""
-    where = needs_prepared("ecog", prepared)
-    settings = (opts.model, opts.max_tokens, opts.shard_size, opts.executor, opts.ray_address)
-    return export(where, opts.out, opts.to, stack, inputs.options(), *settings)
+    return export(needs_prepared("ecog", prepared), stack, opts, inputs.options())
 
 
 def view(first: Path, runs: list[Path], out: Path) -> Path:

@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from avstack.io import Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
-from avstack.runs.engine import Asking, RunSettings, WorkItem, run_items
-from avstack.runs.runners import Backend
+from avstack.io import read_json_file, read_predictions, write_json_atomic, write_per_item
+from avstack.runs.engine import Asking, WorkItem, run_items
 from avstack.tasks.egogap.data import EgoGapDataError, Item, load_bundles
+from avstack.tasks.egogap.inputs import EgogapInputs
 from avstack.tasks.egogap.parse import parse_letter
 from avstack.tasks.egogap.prompt import PROMPT_VERSION
 from avstack.tasks.egogap.score import score
@@ -42,21 +42,17 @@ def _parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
 
 
 def run_egogap(
-    bundles: str | Path,
-    backend: Backend,
+    inputs: EgogapInputs,
     stack: EgoGapStack,
     out: str | Path,
-    images: str | Path | None = None,
-    settings: RunSettings | None = None,
-    backend_id: str | None = None,
-    cache_dir: Path | None = None,
-    progress: Progress | None = None,
+    asking: Asking,
     only: set[str] | None = None,
     loaded: list[Item] | None = None,
 ) -> Path:
-    """Answer every item of the bundles (or those in `only`, by uid; a later call with more resumes
-    the same folder); `loaded`: the bundles' items read already (an ablation reads them once)."""
-    out = Path(out)
+    """Answer every item of the inputs' bundles (or those in `only`, by uid; a later call with more
+    resumes the same folder) with `asking`'s back-end; `loaded`: the bundles' items read already
+    (an ablation reads them once)."""
+    out, bundles, images = Path(out), inputs.bundles_file(), inputs.images
     items = loaded if loaded is not None else load_bundles(bundles)
     items = [it for it in items if only is None or it.uid in only]
     meta = {
@@ -71,7 +67,7 @@ def run_egogap(
         "images": str(Path(images).resolve()) if images else None,
     }
     work = work_items(items, stack, Path(images) if images else None)
-    return run_items(work, out, _parse, meta, Asking(backend, backend_id, cache_dir, settings, progress), "uid")
+    return run_items(work, out, _parse, meta, asking, "uid")
 
 
 def score_egogap_run(run_dir: str | Path, only: set[str] | None = None) -> dict[str, Any]:

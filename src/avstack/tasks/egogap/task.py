@@ -13,7 +13,6 @@ from avstack.prompting.messages import Request
 from avstack.runs.ablation import AblationSpec, Scored, request_failures
 from avstack.runs.engine import Asking, count_causes
 from avstack.runs.exports import ExportOptions, ExportRow, LmmsTask, write_export
-from avstack.runs.runners import make_backend
 from avstack.tasks import (
     Outcome,
     RunJob,
@@ -25,6 +24,7 @@ from avstack.tasks import (
 )
 from avstack.tasks.egogap.baselines import BASELINES
 from avstack.tasks.egogap.data import Item, load_bundles
+from avstack.tasks.egogap.inputs import EgogapInputs
 from avstack.tasks.egogap.lmms import METRICS
 from avstack.tasks.egogap.prompt import STYLES
 from avstack.tasks.egogap.report import ITEM_METRICS, load_egogap_run, per_item, score_rows, write_egogap_report
@@ -33,31 +33,15 @@ from avstack.tasks.egogap.score import score
 from avstack.tasks.egogap.stack import IMAGE_VARIANTS, OPTION_VARIANTS, EgoGapStack
 
 
-@dataclass(frozen=True)
-class EgogapInputs:
-    """EgoGap's own options, named as their flags: the bundles and images, and the condition."""
-
-    bundles: Path | None = None  # the *.bundles.jsonl file
-    images: Path | None = None  # the image folder (COCO train2017, wikimedia)
-    style: str = "default"  # the prompt style: default, egoplan, exclusion
-    options: str = "all"  # all, n3 (drop off-vantage), swap_motor
-    shuffle_seed: int | None = None  # the options shuffled and re-lettered
-    max_side: int = 512  # the downscale variant's longest side
-
-    def stack(self, variant: str = "image") -> EgoGapStack:
-        return EgoGapStack(self.style, variant, self.options, self.shuffle_seed, self.max_side)
-
-
 def run_stack(choice: StackChoice, inputs: EgogapInputs) -> EgoGapStack:
     refuse_flags("egogap", choice.given(), ())  # no anchors: its conditions are its inputs
     return inputs.stack("image" if choice.variant == "full" else choice.variant)
 
 
 def run_job(job: RunJob) -> Outcome:
-    bundles = bundles_of(job.prepared, job.inputs)
+    bundles_of(job.prepared, job.inputs)
     stack = run_stack(job.stack, job.inputs)
-    backend = make_backend(job.model, BASELINES, **job.backend_options)
-    run_egogap(bundles, backend, stack, job.out, job.inputs.images, job.settings, job.model, progress=job.progress)
+    run_egogap(job.inputs, stack, job.out, job.asking)
     result = score_egogap_run(job.out)
     failed = [str(i["error"]) for i in result["items"] if str(i["error"] or "").startswith("failed")]
     causes = count_causes(error.removeprefix("failed: ") for error in failed)
@@ -91,9 +75,7 @@ class EgoGapAblation:
     """EgoGapBench as the ablation engine sees it: its conditions (image variants, option formats,
     styles, shuffles) as stacks of one ablation over the bundles' items, read once."""
 
-    bundles: Path
-    images: Path | None = None
-    base: EgoGapStack = EgoGapStack()  # the baseline's condition (style, options, shuffle, side)
+    inputs: EgogapInputs  # the bundles, images and the baseline's condition (style, options, shuffle, side)
     name: str = "egogap"
     metrics: tuple[str, ...] = ITEM_METRICS
     unit: str = "items"
@@ -101,25 +83,21 @@ class EgoGapAblation:
 
     @cached_property
     def loaded(self) -> list[Item]:
-        return load_bundles(self.bundles)
+        return load_bundles(self.inputs.bundles_file())
 
     def stacks(self, spec: AblationSpec) -> list[EgoGapStack]:
-        base = condition(spec.baseline, self.base)
+        base = condition(spec.baseline, self.inputs.stack())
         return list(dict.fromkeys([base, *(condition(v, base) for v in spec.variants)]))
 
     def items(self) -> list[str]:
         return [it.uid for it in self.loaded]
 
     def requests(self, stack: EgoGapStack) -> list[Request]:
-        work = work_items(self.loaded, stack, self.images)
+        work = work_items(self.loaded, stack, self.inputs.images)
         return [w.request for w in work if w.request is not None]
 
     def run(self, stack: EgoGapStack, run_dir: Path, asking: Asking, only: set[str] | None) -> None:
-        b = asking
-        run_egogap(
-            self.bundles, b.backend, stack, run_dir, self.images, b.settings, b.backend_id, b.cache_dir, b.progress,
-            only, self.loaded,
-        )  # fmt: skip
+        run_egogap(self.inputs, stack, run_dir, asking, only, self.loaded)
 
     def score(self, stack: EgoGapStack, run_dir: Path, only: set[str] | None) -> Scored:
         result = score_egogap_run(run_dir, only)
@@ -146,13 +124,12 @@ def failures(s: Scored) -> dict[str, Any] | None:
 def bundles_of(prepared: Path | None, inputs: EgogapInputs) -> Path:
     if prepared is not None:
         raise ValueError("--task egogap reads --bundles and --images, not a PREPARED folder")
-    if inputs.bundles is None:
-        raise ValueError("--task egogap needs --bundles B.jsonl (and --images DIR unless the variant is text)")
-    return inputs.bundles
+    return inputs.bundles_file()
 
 
 def ablation(prepared: Path | None, inputs: EgogapInputs) -> EgoGapAblation:
-    return EgoGapAblation(bundles_of(prepared, inputs), inputs.images, inputs.stack())
+    bundles_of(prepared, inputs)
+    return EgoGapAblation(inputs)
 
 
 def export(prepared: Path | None, inputs: EgogapInputs, stack: EgoGapStack, opts: ExportOptions) -> Path:

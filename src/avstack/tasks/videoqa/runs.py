@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from avstack.io import DataError, Progress, read_json_file, read_predictions, write_json_atomic, write_per_item
+from avstack.io import DataError, read_json_file, read_predictions, write_json_atomic, write_per_item
 from avstack.manifest import ClipRecord, Prepared, data_root_of, opened
 from avstack.prompting.stacks import Stack
-from avstack.runs.engine import Asking, RunSettings, WorkItem, run_items
-from avstack.runs.runners import Backend
+from avstack.runs.engine import Asking, WorkItem, run_items
 from avstack.tasks.videoqa.data import Item, load_questions
+from avstack.tasks.videoqa.inputs import VideoqaInputs
 from avstack.tasks.videoqa.longform import submissions
 from avstack.tasks.videoqa.packing import pack_groups, pack_id, pack_truth, parse_pack, unpacked
 from avstack.tasks.videoqa.parse import parse_answer
@@ -96,24 +96,20 @@ def packed_work_items(
 
 def run(
     prepared: str | Path | Prepared,
-    questions: str | Path,
-    backend: Backend,
+    inputs: VideoqaInputs,
     stack: Stack,
     out: str | Path,
-    settings: RunSettings | None = None,
-    fmt: str = "auto",
-    prompt_dir: Path | None = None,
-    cache_dir: Path | None = None,
-    backend_id: str | None = None,
-    progress: Progress | None = None,
+    asking: Asking,
     only: set[str] | None = None,
     joined_pairs: tuple[list[tuple[Item, ClipRecord | None]], list[str]] | None = None,
 ) -> tuple[Path, list[str]]:
     """Answer every question (or those in `only`, by id; a later call with more resumes the same
-    folder); returns the predictions file and the questions file's row errors. `joined_pairs`: the
-    questions joined with their clips already (`joined`), as an ablation holds them for its stacks."""
+    folder) with `asking`'s back-end; returns the predictions file and the questions file's row
+    errors. `joined_pairs`: the questions joined with their clips already (`joined`), as an
+    ablation holds them for its stacks."""
     prepared = opened(prepared)
-    pairs, errors = joined_pairs or joined(prepared, questions, fmt)
+    questions, prompt_dir = inputs.questions_file(), inputs.prompt
+    pairs, errors = joined_pairs or joined(prepared, questions, inputs.questions_format)
     if only is not None:
         pairs = [(it, rec) for it, rec in pairs if it.id in only]
     by_id = {it.id: it for it, _ in pairs}
@@ -122,15 +118,14 @@ def run(
         **stack.to_meta(),
         "prompt_version": PROMPT_VERSION,
         "prepared": str(prepared.path.resolve()),
-        "questions": str(Path(questions).resolve()),
-        "questions_format": fmt,
+        "questions": str(questions.resolve()),
+        "questions_format": inputs.questions_format,
         "prompt": {
             "templates": str(prompt_dir or "builtin"),
             "sha256": prompt_set(str(prompt_dir) if prompt_dir else None).sha256,
         },
     }
 
-    asking = Asking(backend, backend_id, cache_dir, settings, progress)
     if stack.packed:
         return run_packed(pairs, stack, prepared, prompt_dir, Path(out), meta, asking), errors
 
@@ -198,22 +193,15 @@ def score_run(run_dir: str | Path, only: set[str] | None = None) -> dict[str, An
 
 
 def write_requests(
-    prepared: str | Path,
-    questions: str | Path,
-    out: str | Path,
-    stack: Stack,
-    fmt: str = "openai",
-    media: str = "path",
-    qformat: str = "auto",
-    prompt_dir: Path | None = None,
+    prepared: str | Path, inputs: VideoqaInputs, out: str | Path, stack: Stack, fmt: str = "openai", media: str = "path"
 ) -> int:
     """The rendered request of every question under one stack, one JSON line each; a question whose
     request cannot be made is refused, named."""
     from avstack.io import write_jsonl_atomic
     from avstack.prompting.messages import render
 
-    pairs, errors = joined(prepared, questions, qformat)
-    items = work_items(pairs, stack, opened(prepared), prompt_dir)
+    pairs, errors = joined(prepared, inputs.questions_file(), inputs.questions_format)
+    items = work_items(pairs, stack, opened(prepared), inputs.prompt)
     bad = [f"{w.id}: {w.error}" for w in items if w.request is None] + errors
     if bad:
         raise DataError(f"{len(bad)} questions cannot be rendered: " + "; ".join(bad[:3]))

@@ -14,7 +14,6 @@ from avstack.prompting.stacks import Stack
 from avstack.runs.ablation import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
 from avstack.runs.engine import Asking
 from avstack.runs.exports import ExportOptions, ExportRow, LmmsTask, write_export
-from avstack.runs.runners import make_backend
 from avstack.tasks import (
     Outcome,
     RunJob,
@@ -26,15 +25,11 @@ from avstack.tasks import (
 )
 from avstack.tasks.videoqa.baselines import BASELINES
 from avstack.tasks.videoqa.data import Item, load_questions
+from avstack.tasks.videoqa.inputs import VideoqaInputs
 from avstack.tasks.videoqa.lmms import METRICS, answer_of
 from avstack.tasks.videoqa.report import score_rows, write_report
 from avstack.tasks.videoqa.runs import joined, packed_work_items, run, score_run, work_items, write_requests
 from avstack.tasks.videoqa.score import score
-
-NEEDS = (
-    "--task videoqa needs the PREPARED folder and --questions FILE "
-    "(JSONL/CSV, or Charades-STA, QVHighlights, Video-MME)"
-)
 
 
 def run_stack(choice: StackChoice, inputs: VideoqaInputs) -> Stack:
@@ -42,15 +37,11 @@ def run_stack(choice: StackChoice, inputs: VideoqaInputs) -> Stack:
 
 
 def run_job(job: RunJob) -> Outcome:
-    prepared, questions = needs_prepared("videoqa", job.prepared), questions_of(job.inputs)
+    prepared = needs_prepared("videoqa", job.prepared)
     stack = run_stack(job.stack, job.inputs)
-    backend = make_backend(job.model, BASELINES, **job.backend_options)
-    fmt, prompt = job.inputs.questions_format, job.inputs.prompt
-    _, errors = run(
-        prepared, questions, backend, stack, job.out, job.settings, fmt, prompt, None, job.model, job.progress
-    )
+    _, errors = run(prepared, job.inputs, stack, job.out, job.asking)
     result = score_run(job.out)
-    head, body = score_rows([(f"{job.model} {stack.name}", result)])
+    head, body = score_rows([(f"{job.asking.backend_id} {stack.name}", result)])
     c = result["counts"]
     failed = failed_items(c["failed"], c["items"])
     notes = tuple(f"  QUESTION ERROR {e}" for e in errors) + failed
@@ -64,9 +55,7 @@ class QaAblation:
     for grounding)."""
 
     prepared: Prepared  # opened once, the questions joined with it once (`pairs`): read by every stack
-    questions: Path
-    questions_format: str = "auto"
-    prompt_dir: Path | None = None
+    inputs: VideoqaInputs
     name: str = "videoqa"
     metrics: tuple[str, ...] = ("correct",)
     unit: str = "questions"
@@ -74,7 +63,7 @@ class QaAblation:
 
     @cached_property
     def pairs(self) -> tuple[list[tuple[Item, ClipRecord | None]], list[str]]:
-        return joined(self.prepared, self.questions, self.questions_format)
+        return joined(self.prepared, self.inputs.questions_file(), self.inputs.questions_format)
 
     def stacks(self, spec: AblationSpec) -> list[Stack]:
         return stacks_to_run(spec)
@@ -84,15 +73,13 @@ class QaAblation:
 
     def requests(self, stack: Stack) -> list[Request]:
         if stack.packed:
-            work = packed_work_items(self.pairs[0], stack, self.prepared, self.prompt_dir)[0]
+            work = packed_work_items(self.pairs[0], stack, self.prepared, self.inputs.prompt)[0]
         else:
-            work = work_items(self.pairs[0], stack, self.prepared, self.prompt_dir)
+            work = work_items(self.pairs[0], stack, self.prepared, self.inputs.prompt)
         return [w.request for w in work if w.request is not None]
 
     def run(self, stack: Stack, run_dir: Path, asking: Asking, only: set[str] | None) -> None:
-        b = asking
-        args = (self.questions_format, self.prompt_dir, b.cache_dir, b.backend_id, b.progress, only, self.pairs)
-        run(self.prepared, self.questions, b.backend, stack, run_dir, b.settings, *args)
+        run(self.prepared, self.inputs, stack, run_dir, asking, only, self.pairs)
 
     def score(self, stack: Stack, run_dir: Path, only: set[str] | None) -> Scored:
         return Scored(stack, run_dir, score_run(run_dir, only)["per_item"])
@@ -103,29 +90,14 @@ class QaAblation:
         return write_report([s.run_dir for s in scored], out, cluster, only), []
 
 
-@dataclass(frozen=True)
-class VideoqaInputs:
-    """videoqa's own options, named as their flags (packing is a stack's: --pack)."""
-
-    questions: Path | None = None  # the questions file
-    questions_format: str = "auto"  # auto, generic, charades, qvhighlights or videomme
-    prompt: Path | None = None  # a folder of prompt templates; None: the shipped ones
-
-
-def questions_of(inputs: VideoqaInputs) -> Path:
-    if inputs.questions is None:
-        raise ValueError(NEEDS)
-    return inputs.questions
-
-
 def ablation(prepared: Path | None, inputs: VideoqaInputs) -> QaAblation:
     prepared = needs_prepared("videoqa", prepared)
-    return QaAblation(opened(prepared), questions_of(inputs), inputs.questions_format, inputs.prompt)
+    inputs.questions_file()  # refused here, before the folder is read
+    return QaAblation(opened(prepared), inputs)
 
 
 def write_task_requests(prepared: Path, inputs: VideoqaInputs, out: Path, stack: Stack, fmt: str, media: str) -> int:
-    questions = questions_of(inputs)
-    return write_requests(prepared, questions, out, stack, fmt, media, inputs.questions_format, inputs.prompt)
+    return write_requests(prepared, inputs, out, stack, fmt, media)
 
 
 def export(prepared: Path | None, inputs: VideoqaInputs, stack: Stack, opts: ExportOptions) -> Path:
