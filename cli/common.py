@@ -296,6 +296,11 @@ MaxSideOption = Annotated[
 ]
 WordsOption = Annotated[str, typer.Option(help=WORDS_HELP, rich_help_panel=STACKS)]
 AudioAsOption = Annotated[str, typer.Option(help=AUDIO_AS_HELP, rich_help_panel=MODEL)]
+AUDIO_FORMAT_HELP = (
+    "OpenAI-compatible servers: a sound's WAV samples: auto (as prepared, IEEE float32, where the server "
+    "decodes it: llama.cpp, vLLM; else 16-bit PCM), prepared or pcm16"
+)
+AudioFormatOption = Annotated[str, typer.Option(help=AUDIO_FORMAT_HELP, rich_help_panel=MODEL)]
 
 
 def records_of(options: dict[str, Any]) -> dict[str, Any]:

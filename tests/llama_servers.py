@@ -164,12 +164,13 @@ def vision_server(log: Path, *extra: str, rewrite=None) -> Iterator[dict]:
 
 
 @contextmanager
-def omni_server(log: Path, *extra: str) -> Iterator[dict]:
+def omni_server(log: Path, *extra: str, binary: Path | None = None) -> Iterator[dict]:
     """llama-server with the tiny Qwen2.5-Omni and its vision-and-audio projector (`make
-    tiny-omni`), behind a Recorder, as vision_server."""
+    tiny-omni`), behind a Recorder, as vision_server (its `rewrite` may be set while it serves).
+    `binary`: another llama-server than the one the tests find."""
     import tiny_qwen25omni
 
-    binary, made = llama_binary(), tiny_qwen25omni.cached_gguf()
+    binary, made = binary or llama_binary(), tiny_qwen25omni.cached_gguf()
     if binary is None:
         pytest.skip("no llama-server (make llama-server, or AVSTACK_LLAMA_SERVER)")
     if made is None:

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from avstack.io import write_wav_float
 from avstack.manifest import load_manifest
+from avstack.media.wavfile import pcm16_wav
 from avstack.prompting.messages import Audio, Image, Request, Text, to_gemini, to_hf, to_openai
 from avstack.prompting.sound import clip_sound
 from avstack.prompting.stacks import INTERFACE, interface_pairs, make_stack
@@ -238,13 +239,16 @@ def test_ablate_sends_each_interface_cell_as_it_should_and_reports_the_2x2(prepa
     spoken = sum(r.task_template != "指令1" and bool((r.asr or {}).get("text", "").strip()) for r in records.values())
     counts = {k: len(v) for k, v in by_kind.items()}
     assert counts == {"full": len(records), "omni": len(records), "video": len(records), "video_asr": spoken}
+    # a server of no known kind is sent 16-bit PCM (--audio-format auto): the prepared WAV's samples,
+    # each rounded to the nearest step (media.wavfile.pcm16_wav, held to the samples in test_omni.py)
     wavs = {}
     for r in records.values():
-        wavs[(prepared / clip_sound(r, prepared, "omni")).read_bytes()] = r
+        wavs[pcm16_wav((prepared / clip_sound(r, prepared, "omni")).read_bytes())] = r
+    assert json.loads((out / "omni" / "run.json").read_text())["backend_settings"]["audio_format"] == "pcm16"
     for body in by_kind["omni"]:
         parts = body["messages"][-1]["content"]
         (sound,) = [p for p in parts if p["type"] == "input_audio"]
-        rec = wavs[base64.b64decode(sound["input_audio"]["data"])]  # byte for byte the prepared WAV
+        rec = wavs[base64.b64decode(sound["input_audio"]["data"])]
         assert sum(p["type"] == "image_url" for p in parts) == len(rec.frames)
         text = "\n".join(p.get("text", "") for p in parts)
         assert all(f"<timestamp_ms>{f.pts_ms}" in text for f in rec.frames) and "<asr_data>" not in text
@@ -275,3 +279,33 @@ def test_exports_and_inspect_carry_the_sound_of_an_omni_stack(prepared):
 
     audio = [c for c in messages_of(req)[-1].content if isinstance(c, ContentAudio)]
     assert len(audio) == 1 and audio[0].audio == row["audio"] and audio[0].format == "wav"
+
+
+def test_pcm16_is_the_same_samples_within_half_a_step_read_by_an_independent_reader(tmp_path):
+    """media.wavfile.pcm16_wav against scipy's own WAV reader: the rate kept, every sample within
+    half a step (1/65,536) of the float32 one, the ends clipped to the int16 range; a PCM16 file is
+    sent as it is, and a format we do not know is refused by name."""
+    import io
+
+    import numpy as np
+    from scipy.io import wavfile
+
+    from avstack.io import write_wav_float
+    from avstack.media.wavfile import in_format, is_pcm16
+
+    rng = np.random.default_rng(7)
+    samples = np.concatenate([rng.uniform(-0.9, 0.9, 16000), [1.0, -1.0, 0.99999, -0.99999]]).astype(np.float32)
+    src = tmp_path / "float.wav"
+    write_wav_float(src, [samples], 16000)
+    raw = src.read_bytes()
+    assert not is_pcm16(raw)
+    pcm = pcm16_wav(raw)
+    rate, steps = wavfile.read(io.BytesIO(pcm))
+    assert rate == 16000 and steps.dtype == np.int16 and len(steps) == len(samples) and is_pcm16(pcm)
+    back = steps.astype(np.float64) / 32768
+    inner = np.abs(samples) < 32767 / 32768
+    assert np.abs(back - samples)[inner].max() <= 0.5 / 32768 + 1e-12
+    assert steps[-4] == 32767 and steps[-3] == -32768  # +1.0 clipped to the top step, -1.0 exact
+    assert in_format(pcm, "pcm16") == pcm and in_format(raw, "prepared") == raw
+    with pytest.raises(ValueError, match="expected one of prepared, pcm16"):
+        in_format(raw, "mp3")

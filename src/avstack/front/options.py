@@ -30,6 +30,9 @@ class BackendOptions:
     max_tokens: int = DEFAULTS["max_tokens"]
     timeout: float = DEFAULTS["timeout"]  # seconds per request
     audio_as: str = "input_audio"  # how an OpenAI-compatible server is sent a sound: input_audio or audio_url
+    # a sound's WAV samples: auto (as prepared where the server decodes IEEE float32, else PCM16),
+    # prepared or pcm16
+    audio_format: str = "auto"
     json_mode: bool = DEFAULTS["json_mode"]
 
     def kwargs(self) -> dict[str, Any]:
@@ -42,6 +45,8 @@ class BackendOptions:
             opts["base_url"] = self.base_url
         if self.audio_as != "input_audio":
             opts["audio_as"] = self.audio_as
+        if self.audio_format != "auto":
+            opts["audio_format"] = self.audio_format
         return opts
 
 

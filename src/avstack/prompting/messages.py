@@ -119,6 +119,7 @@ def to_openai(
     detail: str | None = None,
     audio_as: str = "input_audio",
     video_as: str = "video_url",
+    audio_format: str = "prepared",
 ) -> list[dict[str, Any]]:
     """Chat-completions messages; media as data URLs (`data`) or file paths (`path`). A sound goes
     as OpenAI's `input_audio` part (`{"data": base64 of the file, "format": "wav"}`, as the
@@ -126,7 +127,9 @@ def to_openai(
     `audio_url` part (`{"url": data URL}`, what its Qwen-Omni examples send). A video file goes as
     a `video_url` part (vLLM, llama.cpp's source builds) or, with `video_as="input_video"`, as
     `{"data": base64 of the file, "format": "mp4"}` (the llama-server of the skulk wheel, build
-    7e4c0a9, which answers a `video_url` part "unsupported content[].type")."""
+    7e4c0a9, which answers a `video_url` part "unsupported content[].type"). `audio_format`: a
+    sound's bytes as prepared (IEEE float32 WAV) or as 16-bit PCM (`pcm16`), for a server that
+    decodes only that (media.wavfile)."""
     if audio_as not in AUDIO_AS:
         raise ValueError(f"audio_as: expected one of {', '.join(AUDIO_AS)}, got {audio_as!r}")
     if video_as not in VIDEO_AS:
@@ -138,10 +141,18 @@ def to_openai(
 
     def sound(part: Audio) -> dict[str, Any]:
         path = req.path_of(part)
+        if media != "data":
+            sent = str(path)
+        elif audio_format != "prepared" and path.suffix.lower() == ".wav":
+            from avstack.media.wavfile import in_format
+
+            sent = base64.b64encode(in_format(path.read_bytes(), audio_format)).decode()
+        else:
+            sent = base64.b64encode(path.read_bytes()).decode()
         if audio_as == "audio_url":
-            return {"type": "audio_url", "audio_url": {"url": url(part)}}
-        data = base64.b64encode(path.read_bytes()).decode() if media == "data" else str(path)
-        return {"type": "input_audio", "input_audio": {"data": data, "format": path.suffix.lstrip(".").lower()}}
+            sent = f"data:{mime_of(path)};base64,{sent}" if media == "data" else sent
+            return {"type": "audio_url", "audio_url": {"url": sent}}
+        return {"type": "input_audio", "input_audio": {"data": sent, "format": path.suffix.lstrip(".").lower()}}
 
     def video(part: Video) -> dict[str, Any]:
         if video_as == "video_url":

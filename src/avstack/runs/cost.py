@@ -15,6 +15,7 @@ Image rules (the providers' documentation, as read on the date in prices.json):
   token per 28 x 28 block, and the two tokens around it (<|vision_start|>, <|vision_end|>).
   `qwen2-vl-llama.cpp`: the same, within llama.cpp's limits (8 .. 4096 blocks, its mtmd default).
   Qwen3-VL (`qwen3-vl`): 16 px patches merged 2 x 2 (32 px blocks) within 64 .. 16384 blocks.
+  Qwen2.5-Omni and Qwen3-Omni see with these towers (a name with `qwen2.5-omni` or `qwen3-omni`).
 - InternVL 2 / 2.5 / 3 (`internvl`): 448 px tiles in the grid (1 .. 12 tiles) whose aspect is
   closest to the image's (its `dynamic_preprocess`), plus a thumbnail tile when there are several;
   256 tokens a tile, and <img> </img> around them.
@@ -181,8 +182,10 @@ SIZE_RULES: dict[str, Callable[[int, int], int]] = {
 IMAGE_RULES = ("openai-tiles", "openai-patches", *SIZE_RULES)
 # model-name fragments (lower case, '_' read as '-') -> rule; the first that matches wins
 NAMED_RULES = (
-    (("qwen3-vl",), "qwen3-vl"),
-    (("qwen2-vl", "qwen2.5-vl", "qwen2-5-vl"), "qwen2-vl"),
+    # the Omni models see with their VL sibling's vision tower: Qwen2.5-Omni Qwen2.5-VL's (14 px
+    # patches merged 2 x 2), Qwen3-Omni Qwen3-VL's (16 px merged 2 x 2)
+    (("qwen3-vl", "qwen3-omni"), "qwen3-vl"),
+    (("qwen2-vl", "qwen2.5-vl", "qwen2-5-vl", "qwen2.5-omni", "qwen2-5-omni"), "qwen2-vl"),
     (("internvl",), "internvl"),
     (("llava-onevision", "llava-ov"), "llava-onevision"),
     (("gemma-3", "gemma3"), "gemma3"),

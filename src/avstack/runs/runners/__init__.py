@@ -22,7 +22,9 @@ from avstack.runs.runners.base import (
     seeded_rng,
 )
 
-OPENAI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "image_detail", "timeout", "audio_as")
+OPENAI_OPTIONS = (
+    "base_url", "temperature", "max_tokens", "json_mode", "image_detail", "timeout", "audio_as", "audio_format"
+)  # fmt: skip
 GEMINI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "timeout")
 HF_OPTIONS = ("temperature", "max_tokens")
 ANTHROPIC_OPTIONS = ("base_url", "temperature", "max_tokens", "timeout")

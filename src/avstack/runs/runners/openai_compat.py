@@ -31,6 +31,14 @@ from avstack.runs.runners.server_probe import MODALITY, ServerProbe
 OPENAI_API = "https://api.openai.com"
 NO_KEY = "no-key"  # the client insists on a key; a local server needs none, so the header is left out
 NAMED = {"audio": "the clip's sound", "image": "frames", "video": "the clip's video file"}
+AUDIO_FORMATS = ("auto", "prepared", "pcm16")  # --audio-format: how a sound's WAV samples go
+# servers that decode the prepared WAV's IEEE float32 samples as they are: llama.cpp (measured on
+# the tiny Qwen2.5-Omni, tests/test_omni.py: the same count and answer as its PCM16 copy) and vLLM
+# (read from its source: AudioMediaIO.load_bytes calls librosa.load, which reads through
+# soundfile's libsndfile, and that takes WAVE_FORMAT_IEEE_FLOAT); any other server, and OpenAI's
+# own API (it documents `input_audio` as wav or mp3, not the sample format), gets 16-bit PCM
+FLOAT_WAV_SERVERS = ("llama.cpp", "vllm")
+SOUND_SENT = {"prepared": "WAV as prepared (IEEE float32, RIFF format 3)", "pcm16": "WAV as 16-bit PCM"}
 
 
 def _openai() -> Any:
@@ -56,6 +64,7 @@ class OpenAICompat(BackendBase):
         timeout: float = DEFAULTS["timeout"],
         api_version: str | None = None,
         audio_as: str = "input_audio",
+        audio_format: str = "auto",
     ):
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
@@ -66,6 +75,9 @@ class OpenAICompat(BackendBase):
         if audio_as not in AUDIO_AS:
             raise ValueError(f"--audio-as: expected one of {', '.join(AUDIO_AS)}, got {audio_as!r}")
         self.audio_as = audio_as
+        if audio_format not in AUDIO_FORMATS:
+            raise ValueError(f"--audio-format: expected one of {', '.join(AUDIO_FORMATS)}, got {audio_format!r}")
+        self.audio_format = audio_format
         # how a video file goes: `video_url` until a server refuses that part's type (see answer)
         self.video_as = "video_url"
         # the part kinds this server said it cannot take (its first refusal): later requests that
@@ -100,7 +112,18 @@ class OpenAICompat(BackendBase):
             "json_mode": self.json_mode,
             "image_detail": self.image_detail,
             "audio_as": self.audio_as,
+            "audio_format": self.sound_format(),
         }
+
+    def sound_format(self) -> str:
+        """The WAV sample format this back-end sends a sound in (media.wavfile): as prepared where
+        the server is known to decode IEEE float32 (FLOAT_WAV_SERVERS), else 16-bit PCM; or what
+        --audio-format says."""
+        if self.audio_format != "auto":
+            return self.audio_format
+        if self.probe is None:
+            return "pcm16"
+        return "prepared" if self.server_kind() in FLOAT_WAV_SERVERS else "pcm16"
 
     def refuses(self, request: Request) -> str | None:
         """OpenAI's own API takes no video part, and audio only in its audio models; another
@@ -157,9 +180,10 @@ class OpenAICompat(BackendBase):
         return (self.probe.kind() or None) if self.probe is not None else None
 
     def body(self, request: Request) -> dict[str, Any]:
+        sent_as = (self.audio_as, self.video_as, self.sound_format())
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": to_openai(request, "data", self.image_detail, self.audio_as, self.video_as),
+            "messages": to_openai(request, "data", self.image_detail, *sent_as),
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
         }
@@ -194,7 +218,7 @@ class OpenAICompat(BackendBase):
                 ) from None
             if exc.status_code in FATAL_STATUS:
                 raise FatalError(f"HTTP {exc.status_code} from {self.base_url}: {detail}") from None
-            raise RuntimeError(f"HTTP {exc.status_code}: {detail}") from None
+            raise RuntimeError(f"HTTP {exc.status_code}: {detail}{self._sound_named(request)}") from None
         except (openai.APIConnectionError, TimeoutError, ConnectionError) as exc:  # timeouts included
             raise TransientError(f"{type(exc).__name__}: {exc}") from None
         except (openai.APIResponseValidationError, ValueError) as exc:  # a cut or non-JSON body
@@ -208,6 +232,15 @@ class OpenAICompat(BackendBase):
         if isinstance(timings, dict):  # llama.cpp: the prompt tokens it reused from its cache and evaluated
             usage["timings"] = {k: timings[k] for k in ("cache_n", "prompt_n") if isinstance(timings.get(k), int)}
         return Answer(text or "", usage)
+
+    def _sound_named(self, request: Request) -> str:
+        """A refused request that carried a sound names the form it went in (a server that cannot
+        decode it says only that it failed to load a file): final and counted, never dropped."""
+        if "audio" not in parts_of(request):
+            return ""
+        fmt = self.sound_format()
+        hint = "; --audio-format pcm16 sends 16-bit PCM" if fmt == "prepared" else ""
+        return f" (the request's sound was sent as {SOUND_SENT[fmt]}{hint})"
 
     def _takes_the_other_video_part(self, request: Request, status: int, detail: str) -> bool:
         """A server that refuses the `video_url` part's type (llama.cpp builds differ: the skulk
