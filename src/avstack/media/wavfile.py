@@ -34,9 +34,7 @@ def in_format(data: bytes, fmt: str) -> bytes:
 
 
 def is_pcm16(data: bytes) -> bool:
-    """Whether a WAV file's `fmt ` chunk says 16-bit integer PCM (format 1)."""
-    at = data.find(b"fmt ", 12, 4096)
-    if at < 0 or len(data) < at + 24:
-        return False
-    tag, bits = int.from_bytes(data[at + 8 : at + 10], "little"), int.from_bytes(data[at + 22 : at + 24], "little")
-    return tag == 1 and bits == 16
+    """Whether a WAV file holds 16-bit integer PCM (its header, as libsndfile reads it)."""
+    import soundfile as sf
+
+    return bool(sf.info(io.BytesIO(data)).subtype == "PCM_16")
