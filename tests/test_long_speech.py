@@ -143,9 +143,9 @@ def test_progress_runs_over_the_whole_clip_and_the_language_is_fixed_once(short_
     asked: list[str] = []
     plain = whisper.transcribe_one
 
-    def spy(samples, s):
+    def spy(samples, s, **how):
         asked.append(s.language)
-        return plain(samples, s)
+        return plain(samples, s, **how)
 
     monkeypatch.setattr(whisper, "transcribe_one", spy)
     seen: list[tuple[float, float]] = []
@@ -194,3 +194,37 @@ def test_prepare_reads_a_long_clips_audio_a_window_at_a_time(short_windows, read
             errors.append(abs(best["begin_time"] - t["begin_time"]))
     # AAC shifts nothing on the clip's clock (tests/test_clock.py); the short-clip bound holds
     assert len(errors) >= 0.6 * len(truth) and statistics.median(errors) <= 40
+
+
+@needs_espeak
+def test_a_window_whose_fallback_samples_is_decoded_once_to_the_same_words():
+    """A long clip's window is decoded once, by the model seeded from its audio: the words a clip
+    transcribed alone gets after its sampled fallback is decoded again, without the first decode.
+    Half a minute of the read under noise (found by trying levels and seeds: tiny.en's
+    temperature fallback samples here, float32 on any CPU)."""
+    pytest.importorskip("faster_whisper")
+    from avstack.asr import whisper
+    from avstack.synthetic import longread, synth
+
+    audio, _ = longread.read_aloud(30.0)
+    noisy = (audio + synth.noise(len(audio) / RATE, level=0.08, seed=3)[: len(audio)]).astype(np.float32)
+    s = AsrSettings(model="tiny.en", language="en", aligner="none", device="cpu")  # a GPU decodes first
+    sampled: dict[str, list[bool]] = {"clip": [], "window": []}
+    real = whisper._decode
+    for name, transcribe in (("clip", whisper.transcribe_one), ("window", whisper.transcribe_window)):
+
+        def counted(model, samples, options, into=sampled[name]):
+            result = real(model, samples, options)
+            into.append(result[2])
+            return result
+
+        whisper._decode = counted
+        try:
+            words = transcribe(noisy, s).words
+        finally:
+            whisper._decode = real
+        if name == "clip":
+            alone = words
+    assert sampled["clip"] == [True, True]  # sampled, then decoded again from the clip's seed
+    assert len(sampled["window"]) == 1  # the seeded decode alone
+    assert len(alone) >= 20 and words == alone

@@ -12,7 +12,7 @@ import numpy as np
 
 from avstack.asr import acoustic
 from avstack.asr.align import aligner_model, aligner_setting, realign
-from avstack.asr.models import SAMPLED, SEED_LOCK, load_model, replicas, resolve_model, seeded_model
+from avstack.asr.models import SAMPLED, SEED_LOCK, load_model, pick_device, replicas, resolve_model, seeded_model
 from avstack.asr.progress import heard
 from avstack.asr.refine import (
     PHONE_MS,
@@ -189,16 +189,34 @@ def transcribe(samples: np.ndarray, settings: AsrSettings | None = None) -> Tran
 def transcribe_long(read: Reader, n_samples: int, settings: AsrSettings | None = None) -> Transcript:
     """Words of audio read as needed (`read(first, end)` gives samples [first, end)), a window at
     a time (asr.windows): a long clip's file is never held whole."""
-    return transcribe_windows(read, n_samples, settings or AsrSettings(), transcribe_one)
+    return transcribe_windows(read, n_samples, settings or AsrSettings(), transcribe_window)
 
 
-def transcribe_one(samples: np.ndarray, s: AsrSettings) -> Transcript:
-    """One window's words: the whole-clip pass."""
+def transcribe_one(samples: np.ndarray, s: AsrSettings, seeded: bool = False) -> Transcript:
+    """One clip's words: the whole-clip pass (`seeded`: decoded by a model seeded from this
+    audio from the start, see transcribe_window)."""
     lang = s.fixed_language
     if not speech_present(samples):
         return _empty(s, lang, no_speech_why(samples))
-    segments, dropped, language = transcribe_words(samples, s, lang)
+    segments, dropped, language = transcribe_words(samples, s, lang, seeded=seeded)
     return finish_transcript([w for seg in segments for w in seg], dropped, language, samples, s)
+
+
+def transcribe_window(samples: np.ndarray, s: AsrSettings) -> Transcript:
+    """One window of a long clip. Decoded once, by a model seeded from the window's audio from the
+    start: the words a clip gets when its temperature fallback sampled (the decode that counts),
+    without the first decode that only found out that it sampled. That first decode ran the whole
+    window twice in each window that sampled: 60 s of a 5-minute window with tiny.en, and a
+    30-minute read meets more such windows than a 5-minute one, so the time per audio second
+    grew with the duration (docs/performance.md). A window that does not sample gets the greedy
+    words either way: a temperature-0 decode draws nothing from the sampler.
+
+    On the CPU only: there the fresh model's load is a few per cent of a window's decode (tiny.en
+    about 0.5 s, base 2 s, against 60 and 120 s), and a window timed by base's fallback loads its
+    transcriber again anyway (one model at a time). On a GPU a large model's load can take as
+    long as the window's decode, and a decode that sampled costs little there: the cached model
+    decodes first, as for a clip."""
+    return transcribe_one(samples, s, seeded=pick_device(s.device, s.compute_type)[0] == "cpu")
 
 
 def silent_apart(
@@ -230,10 +248,10 @@ def _decode(model: Any, samples: np.ndarray, options: dict[str, Any]) -> tuple[l
 
 
 def transcribe_words(
-    samples: np.ndarray, s: AsrSettings, lang: str | None, packed: bool = False
+    samples: np.ndarray, s: AsrSettings, lang: str | None, packed: bool = False, seeded: bool = False
 ) -> tuple[list[list[Word]], list[str], str]:
     """Whisper's words by segment (ms from the start of `samples`), what the guards dropped, the
-    language."""
+    language. `seeded`: decoded once, by a model seeded from this audio (transcribe_window)."""
     options = dict(
         language=lang,
         beam_size=s.beam_size,
@@ -248,24 +266,33 @@ def transcribe_words(
         temperature=[0.0] if packed else [0.0, 0.2, 0.4],
         compression_ratio_threshold=None if packed else REPETITIVE,
     )
-    with stage("model load"):  # once per process: the models are cached
-        model = load_model(s.model, s.device, s.threads, replicas(), s.compute_type)
-    with stage("asr decode"):
-        segments, info, sampled = _decode(model, samples, options)
-    if sampled:
-        # the fallback sampled: decoded again from a seed of this audio alone, so the words do not
-        # depend on what this process (or thread, or worker) transcribed before
-        del model  # one model at a time where asked (a long clip's windows): this one may go
-        with SEED_LOCK:
-            with stage("model load"):  # a fresh model: its sampler starts from this clip's seed
-                model = seeded_model(s.model, s.device, s.threads, clip_seed(samples), s.compute_type)
-            with stage("asr decode"):
-                segments, info, _ = _decode(model, samples, options)
+    if seeded:
+        segments, info = _seeded_decode(samples, s, options)
+    else:
+        with stage("model load"):  # once per process: the models are cached
+            model = load_model(s.model, s.device, s.threads, replicas(), s.compute_type)
+        with stage("asr decode"):
+            segments, info, sampled = _decode(model, samples, options)
+        del model  # one model at a time where asked: this one may go before a seeded one loads
+        if sampled:
+            # the fallback sampled: decoded again from a seed of this audio alone, so the words do
+            # not depend on what this process (or thread, or worker) transcribed before
+            segments, info = _seeded_decode(samples, s, options)
     dropped: list[str] = []
     kept = [segment_words(seg, 0.0, dropped, not packed) for seg in segments]
     if not segments and not packed:
         dropped.append(_why_no_segment(info, s.vad))
     return [words for words in kept if words], dropped, lang or info.language
+
+
+def _seeded_decode(samples: np.ndarray, s: AsrSettings, options: dict[str, Any]) -> tuple[list[Any], Any]:
+    """The segments of a decode by a fresh model whose sampler starts from this audio's seed."""
+    with SEED_LOCK:
+        with stage("model load"):
+            model = seeded_model(s.model, s.device, s.threads, clip_seed(samples), s.compute_type)
+        with stage("asr decode"):
+            segments, info, _ = _decode(model, samples, options)
+    return segments, info
 
 
 def _why_no_segment(info: Any, vad: bool) -> str:
