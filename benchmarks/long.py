@@ -165,7 +165,7 @@ def edge_errors(words: list[dict], truth: list[dict], lo_ms: int, hi_ms: int) ->
     by_text: dict[str, list[dict]] = {}
     for w in words:
         by_text.setdefault(w["text"].strip(" .,!?;:'\"").lower(), []).append(w)
-    errors, said, found = [], 0, 0
+    errors, signed, said, found = [], [], 0, 0
     for t in truth:
         if not lo_ms <= t["begin_time"] < hi_ms:
             continue
@@ -173,18 +173,21 @@ def edge_errors(words: list[dict], truth: list[dict], lo_ms: int, hi_ms: int) ->
         near = min(by_text.get(t["text"], []), key=lambda w: abs(w["begin_time"] - t["begin_time"]), default=None)
         if near is not None and abs(near["begin_time"] - t["begin_time"]) <= 1000:
             found += 1
-            errors += [abs(near["begin_time"] - t["begin_time"]), abs(near["end_time"] - t["end_time"])]
-    errors.sort()
+            signed += [near["begin_time"] - t["begin_time"], near["end_time"] - t["end_time"]]
+    errors = sorted(abs(e) for e in signed)
     return {
         "said": said,
         "found": found,
         "edge_error_ms_median": statistics.median(errors) if errors else None,
         "edge_error_ms_p90": errors[int(0.9 * (len(errors) - 1))] if errors else None,
+        # a clock that drifts moves every edge one way: the signed median shifts, not only the tail
+        "signed_edge_error_ms_median": statistics.median(signed) if signed else None,
     }
 
 
-def continuous(minutes: list[float], model: str) -> dict:
-    """Each length of continuous speech through `prepare --anchors full` in a fresh process."""
+def continuous(minutes: list[float], model: str, keep: Path | None = None) -> dict:
+    """Each length of continuous speech through `prepare --anchors full` in a fresh process
+    (`keep`: each length's words and true words written there, to look at after)."""
 
     from avstack.manifest import load_manifest
 
@@ -202,6 +205,9 @@ def continuous(minutes: list[float], model: str) -> dict:
             (rec,) = load_manifest(tmp / "out")
             words = (rec.asr or {}).get("words", [])
             last = rec.duration_ms
+            if keep is not None:
+                keep.mkdir(parents=True, exist_ok=True)
+                (keep / f"read_{m:g}_{model}.json").write_text(json.dumps({"words": words, "truth": truth}))
             runs[f"{m:g}"] = {
                 "minutes": m,
                 "words_said": len(truth),
@@ -238,11 +244,12 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--continuous", default=None, help="minutes of continuous speech, a comma list: 5,30")
     ap.add_argument("--model", default="tiny.en", help="the Whisper model of the continuous case")
+    ap.add_argument("--keep", type=Path, default=None, help="continuous case: write each length's words here")
     args = ap.parse_args()
     if args.continuous:
         minutes = [float(m) for m in args.continuous.split(",")]
         out = args.json or Path(f"benchmarks/long_continuous_{args.model.replace('.', '_')}.json")
-        result = continuous(minutes, args.model)
+        result = continuous(minutes, args.model, args.keep)
         print(json.dumps(result, indent=1))
         out.write_text(json.dumps(result, indent=1) + "\n")
         return

@@ -199,17 +199,21 @@ def test_prepare_reads_a_long_clips_audio_a_window_at_a_time(short_windows, read
 @needs_espeak
 def test_a_window_whose_fallback_samples_is_decoded_once_to_the_same_words():
     """A long clip's window is decoded once, by the model seeded from its audio: the words a clip
-    transcribed alone gets after its sampled fallback is decoded again, without the first decode.
-    Half a minute of the read under noise (found by trying levels and seeds: tiny.en's
-    temperature fallback samples here, float32 on any CPU)."""
+    transcribed alone gets after its sampled fallback is decoded again, without the first decode,
+    and its progress never runs back (the second decode reported the window again from its start,
+    and the ETA with it). Half a minute of the read under noise (found by trying levels and
+    seeds: tiny.en's temperature fallback samples here, float32 on any CPU)."""
     pytest.importorskip("faster_whisper")
     from avstack.asr import whisper
+    from avstack.asr.progress import asr_progress
     from avstack.synthetic import longread, synth
 
     audio, _ = longread.read_aloud(30.0)
     noisy = (audio + synth.noise(len(audio) / RATE, level=0.08, seed=3)[: len(audio)]).astype(np.float32)
     s = AsrSettings(model="tiny.en", language="en", aligner="none", device="cpu")  # a GPU decodes first
     sampled: dict[str, list[bool]] = {"clip": [], "window": []}
+    reported: dict[str, list[float]] = {"clip": [], "window": []}
+    words: dict[str, tuple] = {}
     real = whisper._decode
     for name, transcribe in (("clip", whisper.transcribe_one), ("window", whisper.transcribe_window)):
 
@@ -220,11 +224,12 @@ def test_a_window_whose_fallback_samples_is_decoded_once_to_the_same_words():
 
         whisper._decode = counted
         try:
-            words = transcribe(noisy, s).words
+            with asr_progress(lambda done, _total, into=reported[name]: into.append(done)):
+                words[name] = transcribe(noisy, s).words
         finally:
             whisper._decode = real
-        if name == "clip":
-            alone = words
     assert sampled["clip"] == [True, True]  # sampled, then decoded again from the clip's seed
     assert len(sampled["window"]) == 1  # the seeded decode alone
-    assert len(alone) >= 20 and words == alone
+    assert len(words["clip"]) >= 20 and words["window"] == words["clip"]
+    went_back = [a > b for a, b in zip(reported["clip"], reported["clip"][1:])]
+    assert any(went_back) and reported["window"] == sorted(reported["window"])

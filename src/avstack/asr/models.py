@@ -275,7 +275,9 @@ def _whisper_class() -> Any:
 
         def generate_with_fallback(self, *args: Any, **kwargs: Any) -> Any:
             result = super().generate_with_fallback(*args, **kwargs)
-            if result[2] > 0:  # (result, avg_logprob, temperature, compression_ratio)
+            # (result, avg_logprob, temperature, compression_ratio); when every temperature
+            # failed, faster-whisper reports the last one tried, so a draw is always flagged
+            if result[2] > 0:
                 SAMPLED.flag = True
             return result
 

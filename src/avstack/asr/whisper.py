@@ -208,8 +208,10 @@ def transcribe_window(samples: np.ndarray, s: AsrSettings) -> Transcript:
     without the first decode that only found out that it sampled. That first decode ran the whole
     window twice in each window that sampled: 60 s of a 5-minute window with tiny.en, and a
     30-minute read meets more such windows than a 5-minute one, so the time per audio second
-    grew with the duration (docs/performance.md). A window that does not sample gets the greedy
-    words either way: a temperature-0 decode draws nothing from the sampler.
+    grew with the duration (docs/performance.md). The words are the same in every case. A decode
+    that drew from the sampler is always flagged (`SAMPLED`), even when every temperature failed
+    and the greedy result was kept: faster-whisper then reports the last temperature tried. One
+    that did not draw kept temperature 0 in every 30-s window, which no sampler state changes.
 
     On the CPU only: there the fresh model's load is a few per cent of a window's decode (tiny.en
     about 0.5 s, base 2 s, against 60 and 120 s), and a window timed by base's fallback loads its
@@ -247,12 +249,9 @@ def _decode(model: Any, samples: np.ndarray, options: dict[str, Any]) -> tuple[l
     return kept, info, bool(SAMPLED.flag)
 
 
-def transcribe_words(
-    samples: np.ndarray, s: AsrSettings, lang: str | None, packed: bool = False, seeded: bool = False
-) -> tuple[list[list[Word]], list[str], str]:
-    """Whisper's words by segment (ms from the start of `samples`), what the guards dropped, the
-    language. `seeded`: decoded once, by a model seeded from this audio (transcribe_window)."""
-    options = dict(
+def decode_options(s: AsrSettings, lang: str | None, packed: bool = False) -> dict[str, Any]:
+    """faster-whisper's transcribe options for one clip (or a pack of clips)."""
+    return dict(
         language=lang,
         beam_size=s.beam_size,
         word_timestamps=True,
@@ -266,6 +265,14 @@ def transcribe_words(
         temperature=[0.0] if packed else [0.0, 0.2, 0.4],
         compression_ratio_threshold=None if packed else REPETITIVE,
     )
+
+
+def transcribe_words(
+    samples: np.ndarray, s: AsrSettings, lang: str | None, packed: bool = False, seeded: bool = False
+) -> tuple[list[list[Word]], list[str], str]:
+    """Whisper's words by segment (ms from the start of `samples`), what the guards dropped, the
+    language. `seeded`: decoded once, by a model seeded from this audio (transcribe_window)."""
+    options = decode_options(s, lang, packed)
     if seeded:
         segments, info = _seeded_decode(samples, s, options)
     else:
