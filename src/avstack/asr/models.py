@@ -209,9 +209,9 @@ def fixed_mmap_threshold() -> None:
     (128 KiB at first) and gives it back when freed, but raises the threshold to each mapped
     buffer it frees (up to 32 MiB): after a model's first release, the next load's and decode's
     buffers landed on the heap among live objects, where neither free nor malloc_trim returns
-    them. Measured (base, float32, loaded, freed, loaded again): 468 then 621 MB resident with
-    the moving threshold, 445 then 453 fixed; a 2-minute window's decode peaked 550 against 466
-    MB. Setting the threshold fixes it for the process (a long clip's windows set it)."""
+    them. Measured (benchmarks/heap.py: three windows of a tiny.en decode, then base loaded for
+    the fallback): base held 585-609 MB fixed against 729-775 moving, the peak 730 against 775.
+    Setting the threshold fixes it for the process (a long clip's windows set it)."""
     try:
         import ctypes
 
