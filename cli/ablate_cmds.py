@@ -1,5 +1,5 @@
 """`avstack ablate`: the options parsed into records and handed to one library call,
-`avstack.ablate` (avstack.front), which plans, bills and runs every arm; an option the task
+`avstack.ablate` (avstack.api), which plans, bills and runs every arm; an option the task
 cannot honour exits 2 naming it."""
 
 from __future__ import annotations
@@ -9,7 +9,10 @@ from typing import Annotated
 
 import typer
 
+import avstack.api as door
+
 from .common import (
+    BACKEND,
     MODEL,
     PLAN,
     ROUNDS,
@@ -45,7 +48,6 @@ from .common import (
     TemperatureOption,
     WordsOption,
     app,
-    defaults,
     ended,
     progress,
     records_of,
@@ -131,9 +133,9 @@ def ablate(
     shuffle_seed: ShuffleOption = None,
     max_side: MaxSideOption = 512,
     base_url: BaseUrlOption = None,
-    temperature: TemperatureOption = defaults()["temperature"],
-    max_tokens: MaxTokensOption = defaults()["max_tokens"],
-    json_mode: JsonModeOption = defaults()["json_mode"],
+    temperature: TemperatureOption = BACKEND.temperature,
+    max_tokens: MaxTokensOption = BACKEND.max_tokens,
+    json_mode: JsonModeOption = BACKEND.json_mode,
     audio_as: AudioAsOption = "input_audio",
     audio_format: AudioFormatOption = "auto",
     concurrency: Annotated[int, typer.Option(help="Requests in flight", rich_help_panel=SEND)] = 4,
@@ -189,7 +191,5 @@ def ablate(
 ) -> None:
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
     args = records_of(locals())  # first: every option, and nothing else
-    from avstack.front import ablate as ablation
-
     with ended():
-        shown(ablation(**args, say=typer.echo, progress=progress))
+        shown(door.ablate(**args, say=typer.echo, progress=progress))

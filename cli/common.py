@@ -1,15 +1,19 @@
-"""What every command shares: the Typer apps, progress bars, and errors a user can cause ending in
-one line naming what was expected and what was found (never a traceback)."""
+"""What every command shares: the Typer apps, progress bars, the options shared by several
+commands, and the one mapping of errors to exit codes: the door's error root (AvstackError) ends a
+command in one line naming what was expected and what was found; anything else is a bug and keeps
+its traceback. cli/ imports nothing of avstack but the door (avstack.api)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
+
+import avstack.api as door
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Egocentric clips -> model inputs -> scores.")
 
@@ -28,9 +32,7 @@ app.add_typer(egogap_app, name="egogap")
 
 def _print_version(value: bool) -> None:
     if value:
-        from avstack.version import __version__
-
-        typer.echo(f"avstack {__version__}")
+        typer.echo(f"avstack {door.__version__}")
         raise typer.Exit()
 
 
@@ -69,8 +71,6 @@ def progress(items: Iterable[T], total: int, label: str = "clips") -> Iterable[T
     counts the failed and the cached ones."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from avstack.asr.progress import asr_progress
-
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     failed = cached = 0
     with Progress(*cols, transient=False, disable=not sys.stderr.isatty()) as bar:
@@ -85,7 +85,7 @@ def progress(items: Iterable[T], total: int, label: str = "clips") -> Iterable[T
                 asr.append(bar.add_task("  ASR of a long clip (s of audio)", total=round(total_s)))
             bar.update(asr[0], completed=round(done_s), total=round(total_s))
 
-        with asr_progress(heard):
+        with door.asr_progress(heard):
             for item in items:
                 yield item
                 if asr:
@@ -97,49 +97,12 @@ def progress(items: Iterable[T], total: int, label: str = "clips") -> Iterable[T
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    from avstack.runs.secrets import scrub
-
-    typer.echo(f"error: {scrub(message)}", err=True)
+    typer.echo(f"error: {door.scrub(message)}", err=True)
     raise typer.Exit(code)
 
 
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """Errors from bad input, options, back-ends or the disk: one line, exit 2 (Ctrl-C: 130)."""
-    from avstack.runs.ablation import UnsupportedOption
-    from avstack.runs.cost import BudgetReached
-    from avstack.runs.engine import NoBatchMode
-    from avstack.runs.runners import FatalError
-
-    def flags(names: Sequence[str]) -> str:
-        said = {"frame_budget": "fps/--max-frames"}  # one option, two flags
-        return ", ".join("--" + said.get(n, n.replace("_", "-")) for n in names) or "none of them"
-
-    try:
-        yield
-    except UnsupportedOption as exc:
-        fail(f"--task {exc.task} cannot honour {flags(exc.options)}: it takes {flags(exc.honours)}")
-    except BudgetReached as exc:
-        fail(
-            f"--max-cost {exc.limit_usd:g} USD reached: the servers reported {exc.spent_usd:.4f} USD of usage; "
-            f"the answers so far are kept in {exc.out}, and a rerun with a higher --max-cost goes on from there"
-        )
-    except NoBatchMode as exc:
-        fail(f"--batch: {exc}")
-    except FatalError as exc:
-        fail(
-            f"the back-end refused the run: {exc}; nothing was recorded for the clips it refused, so a rerun asks again"
-        )
-    except (ValueError, ImportError, OSError, KeyError) as exc:  # DataError and OutputError are among these
-        fail(str(exc) if not isinstance(exc, KeyError) else f"missing field {exc}")
-    except KeyboardInterrupt:
-        fail("interrupted; what was finished is kept and a rerun goes on from there", 130)
-
-
-def defaults() -> dict[str, Any]:
-    from avstack.runs.runners import DEFAULTS
-
-    return DEFAULTS
+# what the commands' back-end options default to: BackendOptions' own defaults
+BACKEND = door.BackendOptions()
 
 
 # the topics options are grouped by in --help (typer's help panels)
@@ -240,12 +203,6 @@ PricesOption = Annotated[
 ]
 
 
-def print_outcome(outcome: Any) -> None:
-    typer.echo(outcome.summary)
-    for note in outcome.notes:
-        typer.echo(note, err=True)
-
-
 AUDIO_AS_HELP = "OpenAI-compatible servers: how a sound is sent: input_audio (OpenAI, vLLM) or audio_url (vLLM)"
 TS_HELP = "How frame times are told: ms, seconds, mmss, qwen, index, overlay"
 
@@ -305,20 +262,19 @@ AudioFormatOption = Annotated[str, typer.Option(help=AUDIO_FORMAT_HELP, rich_hel
 
 def records_of(options: dict[str, Any]) -> dict[str, Any]:
     """A command's options as the library call takes them: the back-end's and the plan's gathered
-    into their records (avstack.front.BackendOptions, Costing), by their fields' names."""
+    into their records (avstack.api.BackendOptions, Costing), by their fields' names."""
     from dataclasses import fields
 
-    from avstack.front import BackendOptions, Costing
-
     args = dict(options)
-    for name, record in (("backend", BackendOptions), ("costing", Costing)):
+    for name, record in (("backend", door.BackendOptions), ("costing", door.Costing)):
         args[name] = record(**{f.name: args.pop(f.name) for f in fields(record) if f.name in args})
     return args
 
 
 def shown(done: Any) -> None:
     """What a command did: its summary, then its notes and any arm whose input departed (stderr)."""
-    typer.echo(done.summary)
+    if done.summary:
+        typer.echo(done.summary)
     for note in done.notes:
         typer.echo(note, err=True)
     for arm, said in done.departed.items():
@@ -327,27 +283,29 @@ def shown(done: Any) -> None:
 
 @contextmanager
 def ended() -> Iterator[None]:
-    """A library call's ending as a command's: refusals exit 2 (user_errors); a command that ran
-    and failed (avstack.front.CommandFailed) shows what it wrote and exits with its code, naming
-    the stacks whose requests failed and the command that asks only those again."""
+    """A library call's ending as a command's: the door's errors (AvstackError) end in one line
+    and exit with their code; a command that ran and failed (CommandFailed) shows what it wrote
+    first, naming the stacks whose requests failed and the command that asks only those again.
+    Ctrl-C: 130. Any other exception is a bug: its traceback is kept."""
     import shlex
 
-    from avstack.front import CommandFailed
-
-    with user_errors():
-        try:
-            yield
-        except CommandFailed as exc:
-            if exc.done is None:
-                fail(str(exc), exc.code)
-            shown(exc.done)
-            for stack, f in exc.done.failed.items():
-                causes = "; ".join(f"{n}x {c}" for c, n in f["causes"].items())
-                typer.echo(f"{stack}: {f['request_failures']} of {f['clips']} requests failed: {causes}", err=True)
-            if exc.done.failed:
-                again = [a for a in sys.argv[1:] if a != "--retry-failed"]
-                command = " ".join(shlex.quote(a) for a in ["avstack", *again, "--retry-failed"])
-                fail(f"{exc}; ask only those items again: {command}", exc.code)
-            if str(exc) not in exc.done.notes:
-                fail(str(exc), exc.code)
-            raise typer.Exit(exc.code) from None
+    try:
+        yield
+    except door.CommandFailed as exc:
+        if exc.done is None:
+            fail(str(exc), exc.code)
+        shown(exc.done)
+        for stack, f in exc.done.failed.items():
+            causes = "; ".join(f"{n}x {c}" for c, n in f["causes"].items())
+            typer.echo(f"{stack}: {f['request_failures']} of {f['clips']} requests failed: {causes}", err=True)
+        if exc.done.failed:
+            again = [a for a in sys.argv[1:] if a != "--retry-failed"]
+            command = " ".join(shlex.quote(a) for a in ["avstack", *again, "--retry-failed"])
+            fail(f"{exc}; ask only those items again: {command}", exc.code)
+        if str(exc) not in exc.done.notes:
+            fail(str(exc), exc.code)
+        raise typer.Exit(exc.code) from None
+    except door.AvstackError as exc:
+        fail(str(exc), exc.code)
+    except KeyboardInterrupt:
+        fail("interrupted; what was finished is kept and a rerun goes on from there", 130)

@@ -8,7 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import ALIGN_HELP, app, progress, user_errors
+import avstack.api as door
+
+from .common import ALIGN_HELP, app, ended, progress, shown
 
 FRAMES, ASR, STREAMS, WORK = "Frames", "Speech (ASR)", "Streams", "Workers"
 
@@ -131,34 +133,20 @@ def prepare(
 ) -> None:
     """Decode clips, sample frames at true times, extract audio and word-level ASR; write a manifest."""
     args = dict(locals(), include=tuple(include or ()))  # first: every option, and nothing else
-    from avstack.api import prepare as api_prepare
-
-    with user_errors():
-        report = api_prepare(**args, progress=progress)
+    with ended():
+        report = door.prepare(**args, progress=progress)
     said(report, out)
     if report.failed:
         raise typer.Exit(1)
 
 
 def said(report: Any, out: Path) -> None:
-    """prepare's summary: counts and time, files with several streams, skipped files, failed clips."""
-    n, bad = report.count, report.failed
-    typer.echo(f"prepared {n - len(bad)}/{n} clips into {out} ({report.cache_hits} from cache)")
-    if report.profile.get("stages"):
-        from avstack.profiling import line
-
-        typer.echo(line(report.profile))
-    for choice in report.stream_choices[:20]:  # a file with several video or audio streams
-        typer.echo(f"  streams {choice}")
-    if len(report.stream_choices) > 20:
-        typer.echo(f"  ... and {len(report.stream_choices) - 20} more clips with several streams of a kind")
-    for name in report.skipped[:20]:
-        typer.echo(f"  skipped {name}: not a video by its name (--include GLOB to take it)", err=True)
-    if len(report.skipped) > 20:
-        typer.echo(f"  ... and {len(report.skipped) - 20} more skipped files", err=True)
-    for rec in bad:
-        err = rec.error or {}
-        typer.echo(f"  FAILED {rec.clip_id}: {err.get('type')}: {err.get('message')}", err=True)
+    """prepare's summary (stdout) and its warnings and failed clips (stderr)."""
+    lines, warnings = report.said(out)
+    for text in lines:
+        typer.echo(text)
+    for text in warnings:
+        typer.echo(text, err=True)
 
 
 @app.command()
@@ -174,23 +162,16 @@ def transcribe(
         str, typer.Option(help="CTranslate2 compute type: auto (float32 on a CPU, the same words anywhere), int8, ...")
     ] = "auto",
 ) -> None:
-    """Print word-level ASR JSON (EcoG annotations shape), one line per file."""
-    from avstack.asr import AsrSettings, transcribe_file
-    from avstack.asr.models import COMPUTE_TYPES
+    """Print word-level ASR JSON (EcoG annotations shape), one line per file, on the clip's clock.
 
-    if compute not in COMPUTE_TYPES:
-        raise typer.BadParameter(f"expected one of {', '.join(COMPUTE_TYPES)}, got {compute!r}", param_hint="--compute")
-    settings = AsrSettings(
-        model=model, device=device, language=lang, refine=refine, aligner=aligner, fillers=fillers, compute_type=compute
-    )
+    The times are `prepare`'s (time 0 where a player starts the clip, whenever its audio track
+    starts); a file that cannot be read is a line with its error, and the others go on."""
+    options = door.TranscribeOptions(model, lang, device, refine, aligner, fillers, compute)
     failed = 0
-    for path in paths:
-        try:
-            result: dict[str, Any] = {"path": str(path)} | transcribe_file(path, settings).to_ecog()
-        except Exception as exc:  # one bad file never stops the others
-            failed += 1
-            result = {"path": str(path), "error": {"type": type(exc).__name__, "message": str(exc)}}
-        typer.echo(json.dumps(result, ensure_ascii=False))
+    with ended():
+        for words in door.transcribe_files(paths, options):
+            typer.echo(json.dumps(words.to_json(), ensure_ascii=False))
+            failed += words.error is not None
     if failed:
         raise typer.Exit(1)
 
@@ -202,8 +183,5 @@ def synth(
     small: Annotated[bool, typer.Option(help="Small clips (the bundled demo size)")] = True,
 ) -> None:
     """Generate synthetic EcoG-layout clips with known frame and word timing."""
-    from avstack.synthetic.sample_data import make_sample_set
-
-    with user_errors():
-        clips = make_sample_set(out, lang=lang, small=small)
-    typer.echo(f"wrote {len(clips)} clips to {out}")
+    with ended():
+        shown(door.synth(out, lang=lang, small=small))

@@ -3,13 +3,15 @@ stacks, run, ablate, score, report, export."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+import avstack.api as door
+
 from .common import (
+    BACKEND,
     DROP_HELP,
     LAYOUT_HELP,
     MODEL,
@@ -52,14 +54,10 @@ from .common import (
     TimeoutOption,
     WordsOption,
     app,
-    defaults,
     ended,
-    fail,
-    print_outcome,
     progress,
     records_of,
     shown,
-    user_errors,
 )
 
 
@@ -73,22 +71,8 @@ def score(
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the full result as JSON here")] = None,
 ) -> None:
     """Score predictions with the benchmark's own metric definitions."""
-    from avstack.io import atomic_write
-    from avstack.tasks import get_task
-
-    with user_errors():
-        chosen = get_task(task)
-    truth = {"gt": gt, "bundles": bundles, "questions": questions}[chosen.truth]
-    if truth is None or pred is None:
-        fail(f"--{chosen.truth} and --pred are required for --task {task}")
-    with user_errors():
-        outcome = chosen.score(truth, pred)
-    print_outcome(outcome)
-    if json_out:
-        with user_errors():
-            atomic_write(json_out, json.dumps(outcome.result, ensure_ascii=False, indent=1).encode())
-    if outcome.failed:
-        raise typer.Exit(1)
+    with ended():
+        shown(door.score(task, gt=gt, bundles=bundles, questions=questions, predictions=pred, json_out=json_out))
 
 
 @app.command()
@@ -112,19 +96,27 @@ def stacks(
     questions_format: Annotated[str, typer.Option(help=QFORMAT_HELP)] = "auto",
 ) -> None:
     """Write the rendered request of every clip (videoqa: every question) under one input stack."""
-    from avstack.front.commands import chosen_task
-    from avstack.front.options import frame_budgets
-    from avstack.tasks import StackChoice
-
-    offered = {"questions": questions, "questions_format": questions_format, "prompt": prompt, "asr": asr}
-    with user_errors():
-        chosen, inputs = chosen_task(task, offered | {"coord_order": coord_order})
-        if chosen.write_requests is None or chosen.run_stack is None:
-            fail(f"--task {task} has no requests over a prepared folder to write")
-        (budget,) = frame_budgets(fps, max_frames, one=True)
-        stack = chosen.run_stack(StackChoice(variant, tuple(drop), ts_format, word_ts_format, layout, budget), inputs)
-        n = chosen.write_requests(prepared, inputs, out, stack, fmt, media_mode)
-    typer.echo(f"wrote {n} requests ({stack.name}, {fmt}) to {out}")
+    with ended():
+        written = door.write_stacks(
+            prepared,
+            out=out,
+            task=task,
+            variant=variant,
+            drop=drop,
+            ts_format=ts_format,
+            word_ts_format=word_ts_format,
+            layout=layout,
+            fps=fps,
+            max_frames=max_frames,
+            format=fmt,
+            media_mode=media_mode,
+            asr=asr,
+            coord_order=coord_order,
+            prompt=prompt,
+            questions=questions,
+            questions_format=questions_format,
+        )
+    shown(written)
 
 
 @app.command("export")
@@ -181,10 +173,8 @@ def export_cmd(
 ) -> None:
     """Precomputed inputs for other harnesses, for every task (docs: loaders); --to features for any prepared folder."""
     args = dict(locals())  # first: every option, and nothing else
-    from avstack.front import export
-
     with ended():
-        shown(export(**args))
+        shown(door.export(**args))
 
 
 @app.command("run")
@@ -230,12 +220,12 @@ def run_cmd(
     shuffle_seed: ShuffleOption = None,
     max_side: MaxSideOption = 512,
     base_url: BaseUrlOption = None,
-    temperature: TemperatureOption = defaults()["temperature"],
-    max_tokens: MaxTokensOption = defaults()["max_tokens"],
-    json_mode: JsonModeOption = defaults()["json_mode"],
+    temperature: TemperatureOption = BACKEND.temperature,
+    max_tokens: MaxTokensOption = BACKEND.max_tokens,
+    json_mode: JsonModeOption = BACKEND.json_mode,
     audio_as: AudioAsOption = "input_audio",
     audio_format: AudioFormatOption = "auto",
-    timeout: TimeoutOption = defaults()["timeout"],
+    timeout: TimeoutOption = BACKEND.timeout,
     concurrency: Annotated[int, typer.Option(help="Requests in flight", rich_help_panel=SEND)] = 4,
     retries: Annotated[int, typer.Option(help="Retries on 429/5xx/timeouts", rich_help_panel=SEND)] = 5,
     batch: BatchOption = False,
@@ -252,10 +242,8 @@ def run_cmd(
 ) -> None:
     """Run a model over prepared clips (ecog, videoqa) or bundles (egogap); resumable; then score."""
     args = records_of(locals())  # first: every option, and nothing else
-    from avstack.front import run
-
     with ended():
-        shown(run(**args, say=typer.echo, progress=progress))
+        shown(door.run(**args, say=typer.echo, progress=progress))
 
 
 @app.command()
@@ -267,13 +255,5 @@ def report(
     ] = None,
 ) -> None:
     """EcoG: Δ table, bottlenecks, calibration, size/scene/language. EgoGap: scores with CIs, rank agreement."""
-    from avstack.io import read_json_file
-    from avstack.tasks import task_of_run
-
-    with user_errors():
-        tasks = {task_of_run(read_json_file(r / "run.json", dict)).name for r in runs}
-        if len(tasks) > 1:
-            fail(f"runs of one task per report; found {', '.join(sorted(tasks))}")
-        written = task_of_run({"task": tasks.pop()}).report(runs, out, cluster)
-    typer.echo(written.summary)
-    typer.echo(f"report: {written.path}")
+    with ended():
+        shown(door.report(runs, out=out, cluster=cluster))

@@ -3,13 +3,14 @@ export, prompts check, view."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .common import app, ecog_app, egogap_app, fail, prompts_app, user_errors
+import avstack.api as door
+
+from .common import app, ecog_app, egogap_app, ended, prompts_app, shown
 
 
 @ecog_app.command("gt")
@@ -19,16 +20,8 @@ def ecog_gt(
     manifest: Annotated[Path | None, typer.Option(help="A prepared folder: take clip sizes from it")] = None,
 ) -> None:
     """Write normalized ground truth, one JSON line per clip, to stdout."""
-    from avstack.tasks.ecog.gt import ground_truth
-
-    with user_errors():
-        records, errors = ground_truth(data_root, lang=lang, prepared=manifest)
-    for rec in records:
-        typer.echo(json.dumps(rec.to_json(), ensure_ascii=False))
-    for err in errors:
-        typer.echo(f"error: {err}", err=True)
-    if errors:
-        raise typer.Exit(1)
+    with ended():
+        shown(door.ecog_ground_truth(data_root, lang=lang, prepared=manifest))
 
 
 @egogap_app.command("prompts")
@@ -39,12 +32,8 @@ def egogap_prompts(
     shuffle_seed: Annotated[int | None, typer.Option(help="Shuffle and re-letter options (key follows)")] = None,
 ) -> None:
     """Print one JSON line per item: uid, image, prompt, correct_letter."""
-    from avstack.tasks.egogap.stack import EgoGapStack, prompt_lines
-
-    with user_errors():
-        lines = prompt_lines(bundles, EgoGapStack(style, "image", options, shuffle_seed))
-    for line in lines:
-        typer.echo(json.dumps(line, ensure_ascii=False))
+    with ended():
+        shown(door.egogap_prompts(bundles, style=style, options=options, shuffle_seed=shuffle_seed))
 
 
 @egogap_app.command("export")
@@ -59,17 +48,9 @@ def egogap_export(
     rationales: Annotated[Path | None, typer.Option(help="JSONL of {uid, rationale} for the answers")] = None,
 ) -> None:
     """Write fine-tuning data with an image-level train/test split."""
-    from avstack.tasks.egogap.export import export_bundles
-
-    if to != "ms-swift":
-        fail(f"--to must be ms-swift; found {to!r}")
-    with user_errors():
-        res = export_bundles(bundles, out, images, style, test_fraction, seed, rationales)
-    typer.echo(f"wrote {res['train']} train and {res['test']} test items to {out}")
-    for problem in res["problems"]:
-        typer.echo(f"  SKIPPED {problem}", err=True)
-    if res["problems"]:
-        raise typer.Exit(1)
+    args = dict(locals())  # first: every option, and nothing else
+    with ended():
+        shown(door.egogap_export(**args))
 
 
 @prompts_app.command("check")
@@ -78,13 +59,8 @@ def prompts_check(
 ) -> None:
     """Render one clip of the sample set with the templates; report unknown variables, missing
     parts and where the frames go."""
-    from avstack.tasks.ecog.prompt_check import check_prompts
-
-    with user_errors():
-        report, ok = check_prompts(folder)
-    typer.echo(report)
-    if not ok:
-        raise typer.Exit(1)
+    with ended():
+        shown(door.check_prompts(folder))
 
 
 @app.command()
@@ -98,11 +74,5 @@ def view(
     port: Annotated[int, typer.Option(help="Port for --serve")] = 8000,
 ) -> None:
     """A static, offline site: every clip on its true time axis with every stack's answer on it."""
-    from avstack.front import view as build_view
-    from avstack.site.pages import serve as serve_site
-
-    with user_errors():
-        typer.echo(build_view(prepared, list(runs or []), out=out).summary)
-    if serve:
-        with user_errors():
-            serve_site(out, port)
+    with ended():
+        shown(door.view(prepared, list(runs or []), out=out, serve=serve, port=port))

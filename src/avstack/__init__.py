@@ -19,44 +19,18 @@ Documentation: docs/ (`make docs` builds the site).
 
 from typing import Any
 
-__all__ = [
-    "BackendOptions",
-    "ClipRecord",
-    "CommandFailed",
-    "Costing",
-    "Frame",
-    "FrameRef",
-    "PrepareReport",
-    "Prepared",
-    "Stack",
-    "Transcript",
-    "Word",
-    "ablate",
-    "export",
-    "open_prepared",
-    "prepare",
-    "render",
-    "run",
-    "sample_frames",
-    "sample_root",
-    "score",
-    "stack",
-    "transcribe",
-    "view",
-]
+# the one name table and the one __all__ are the door's (avstack.api), which imports nothing heavy
+from avstack.api import __all__
 
 
 def __getattr__(name: str) -> Any:
     # loaded on first use: `import avstack` (and every CLI start) stays light
-    if name == "__version__":  # one place: avstack/version.py
-        from avstack.version import __version__
+    from avstack import api
 
-        return __version__
-    if name in __all__:
-        from avstack import api
-
+    try:
         return getattr(api, name)
-    raise AttributeError(f"module 'avstack' has no attribute {name!r}")
+    except AttributeError:
+        raise AttributeError(f"module 'avstack' has no attribute {name!r}") from None
 
 
 def __dir__() -> list[str]:

@@ -20,14 +20,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import AvstackError
+
 Progress = Callable[[Iterable[Any], int], Iterable[Any]]  # wraps an iterable of n items (a progress bar)
 
 
-class DataError(ValueError):
+class DataError(AvstackError, ValueError):
     """Bad input data; the message names the file, the line or the item."""
 
 
-class OutputError(OSError):
+class OutputError(AvstackError, OSError):
     """An output could not be written (disk full, read-only folder): names the path and the OS error."""
 
 

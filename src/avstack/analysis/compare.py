@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from avstack.analysis.stats import holm, paired_delta
+from avstack.errors import UsageError
 
 DELTA_COLUMNS = (
     "run",
@@ -37,7 +38,7 @@ class ItemTable:
     rows: Mapping[str, Mapping[str, Any]]
 
 
-class ItemSetMismatch(ValueError):
+class ItemSetMismatch(UsageError):
     """Two runs over different items cannot be compared item by item."""
 
 

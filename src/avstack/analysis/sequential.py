@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from avstack.errors import UsageError
+
 LAMBDA_CAP = 0.5  # the largest bet: keeps log(1 - lambda) finite and the sequence stable early on
 
 
@@ -101,7 +103,7 @@ def look_points(n: int, round_size: int | None = None) -> list[int]:
         return []
     if round_size is not None:
         if round_size < 1:
-            raise ValueError(f"--round: expected a positive number of items, got {round_size}")
+            raise UsageError(f"--round: expected a positive number of items, got {round_size}")
         return [*range(round_size, n, round_size), n]
     ends, end = [], FIRST_LOOK
     while end < n:
@@ -144,7 +146,7 @@ def ask_until_decided(
     stops; (the items asked, the decision)."""
     order = sorted(ids)
     if not order:
-        raise ValueError("--until decided: there is nothing to ask (no usable item)")
+        raise UsageError("--until decided: there is nothing to ask (no usable item)")
     random.Random(seed).shuffle(order)
     for end in look_points(len(order), round_size):
         asked = order[:end]

@@ -21,6 +21,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from avstack.errors import UsageError
+
 N_RESAMPLES = 10_000
 N_FLIPS = 20_000
 EXACT_MAX = 16
@@ -131,7 +133,7 @@ def paired_delta(
 ) -> Delta:
     a, b = np.asarray(values, dtype=float), np.asarray(baseline, dtype=float)
     if a.shape != b.shape:
-        raise ValueError(f"paired deltas need the same items: {a.size} vs {b.size}")
+        raise UsageError(f"paired deltas need the same items: {a.size} vs {b.size}")
     d = a - b
     if d.size == 0:
         return Delta(math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, 0)

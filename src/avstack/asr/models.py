@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from avstack.errors import UsageError
+
 
 def cache_dir() -> Path:
     return Path(os.environ.get("AVSTACK_CACHE", Path.home() / ".cache" / "avstack"))
@@ -94,7 +96,7 @@ def pick_device(device: str, compute_type: str = "auto") -> tuple[str, str]:
     """(device, compute_type): CUDA float16 when a GPU is there, else the CPU in float32 (the
     same words on any CPU, see REPRODUCIBLE_CPU_COMPUTE); an explicit compute type is kept."""
     if compute_type not in COMPUTE_TYPES:
-        raise ValueError(f"compute type: expected one of {', '.join(COMPUTE_TYPES)}, got {compute_type!r}")
+        raise UsageError(f"compute type: expected one of {', '.join(COMPUTE_TYPES)}, got {compute_type!r}")
     if device == "auto":
         import ctranslate2
 

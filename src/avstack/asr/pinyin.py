@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from avstack.errors import UsageError
+
 PREFIX = "zh_"  # tokens are "zh_ba": never an English word or one of the fillers ("er" is 儿)
 
 _INITIALS = {
@@ -52,7 +54,7 @@ def syllable_tokens(chars: list[str]) -> list[str]:
 
     text = "".join(chars)
     if len(text) != len(chars):
-        raise ValueError(f"expected one character per unit, found {chars!r}")
+        raise UsageError(f"expected one character per unit, found {chars!r}")
     initials = pinyin(text, style=Style.INITIALS, strict=True, errors=lambda s: [["?"] for _ in s])  # type: ignore[arg-type,return-value]
     finals = pinyin(text, style=Style.FINALS, strict=True, errors=lambda s: [["?"] for _ in s])  # type: ignore[arg-type,return-value]
     out = []

@@ -13,6 +13,7 @@ from typing import Any
 
 import av
 
+from avstack.errors import UsageError
 from avstack.limits import DEFAULT_MAX_PIXELS
 from avstack.media.probe import (
     THREAD_TYPES,
@@ -30,7 +31,7 @@ from avstack.media.streams import StreamPick
 
 def configure_threads(stream: av.video.stream.VideoStream, thread_type: str, threads: int = 0) -> None:
     if thread_type not in THREAD_TYPES:
-        raise ValueError(f"thread_type must be one of {THREAD_TYPES}, got {thread_type!r}")
+        raise UsageError(f"thread_type must be one of {THREAD_TYPES}, got {thread_type!r}")
     if thread_type != "NONE":
         stream.thread_type = thread_type
         stream.thread_count = threads  # 0: FFmpeg picks from the core count
@@ -86,7 +87,7 @@ def plan_frames(
     Selective decoding is planned only where the packet scan can be trusted and skipping can help.
     """
     if decode not in DECODE_PATHS:
-        raise ValueError(f"decode must be one of {DECODE_PATHS}, got {decode!r}")
+        raise UsageError(f"decode must be one of {DECODE_PATHS}, got {decode!r}")
     rel = [Fraction(p) * tb - origin for p in scan.pts]
     needed = {}
     for t in targets:

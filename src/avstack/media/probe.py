@@ -14,6 +14,7 @@ from typing import Any
 import av
 import numpy as np
 
+from avstack.errors import UsageError
 from avstack.media.errors import MediaError
 from avstack.media.streams import StreamPick, language
 
@@ -296,7 +297,7 @@ def _first_rotation(container: av.container.InputContainer, stream: Any) -> int:
 def target_times(duration_ms: int, fps: float = 2.0, max_frames: int | None = None) -> list[Fraction]:
     """t = 0, 1/fps, 2/fps, ... below the duration; uniformly thinned to max_frames."""
     if fps <= 0:
-        raise ValueError(f"fps must be > 0, got {fps}")
+        raise UsageError(f"fps must be > 0, got {fps}")
     step = Fraction(1) / Fraction(fps).limit_denominator(1000)
     end = Fraction(duration_ms, 1000)
     times = []

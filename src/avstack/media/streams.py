@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import av
 
+from avstack.errors import UsageError
 from avstack.media.errors import MediaError
 
 
@@ -29,7 +30,7 @@ class StreamPick:
 
     def __post_init__(self) -> None:
         if self.audio is not None and self.audio_track is not None:
-            raise ValueError(
+            raise UsageError(
                 f"ask for one audio stream: --audio-stream {self.audio} or --audio-track {self.audio_track}, not both"
             )
 

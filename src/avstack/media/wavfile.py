@@ -8,6 +8,8 @@ import io
 
 import numpy as np
 
+from avstack.errors import UsageError
+
 SOUND_FORMATS = ("prepared", "pcm16")  # the prepared file's bytes as they are, or 16-bit PCM
 
 
@@ -27,7 +29,7 @@ def pcm16_wav(data: bytes) -> bytes:
 def in_format(data: bytes, fmt: str) -> bytes:
     """A WAV file's bytes in the sample format `fmt` (SOUND_FORMATS); a file already PCM16 is kept."""
     if fmt not in SOUND_FORMATS:
-        raise ValueError(f"audio format: expected one of {', '.join(SOUND_FORMATS)}, got {fmt!r}")
+        raise UsageError(f"audio format: expected one of {', '.join(SOUND_FORMATS)}, got {fmt!r}")
     if fmt == "prepared" or is_pcm16(data):
         return data
     return pcm16_wav(data)

@@ -13,6 +13,7 @@ from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 
+from avstack.errors import UsageError
 from avstack.io import DataError, Progress, write_json_atomic
 from avstack.manifest import PREPARED_FORMAT as FORMAT  # 2: one clock per clip (streams, damage); older folders refused
 from avstack.manifest import ClipRecord, ManifestWriter
@@ -48,6 +49,28 @@ class PrepareReport:
 
         return load_manifest(self.manifest.parent)
 
+    def said(self, out: Path, shown: int = 20) -> tuple[list[str], list[str]]:
+        """What `avstack prepare` prints: (stdout lines, stderr lines): counts and time, files with
+        several streams, skipped files, failed clips (at most `shown` of each list)."""
+        from avstack.profiling import line
+
+        n, bad = self.count, self.failed
+        said = [f"prepared {n - len(bad)}/{n} clips into {out} ({self.cache_hits} from cache)"]
+        if self.profile.get("stages"):
+            said.append(line(self.profile))
+        said += [f"  streams {c}" for c in self.stream_choices[:shown]]
+        if len(self.stream_choices) > shown:
+            said.append(f"  ... and {len(self.stream_choices) - shown} more clips with several streams of a kind")
+        warned = [
+            f"  skipped {name}: not a video by its name (--include GLOB to take it)" for name in self.skipped[:shown]
+        ]
+        if len(self.skipped) > shown:
+            warned.append(f"  ... and {len(self.skipped) - shown} more skipped files")
+        for rec in bad:
+            err = rec.error or {}
+            warned.append(f"  FAILED {rec.clip_id}: {err.get('type')}: {err.get('message')}")
+        return said, warned
+
 
 EXECUTORS = ("local", "ray")
 # how far each clip's audio part runs ahead of the frames parts, in clips per worker (plus one
@@ -72,7 +95,7 @@ def prepare(
     videos. `executor`: `local` (worker processes here) or `ray` (Ray Data on a cluster, the same
     stage functions; see avstack.preparation.executors.ray)."""
     if executor not in EXECUTORS:
-        raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}; found {executor!r}")
+        raise UsageError(f"--executor must be one of {', '.join(EXECUTORS)}; found {executor!r}")
     s = settings or PrepareSettings()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.io import read_json, write_json_atomic
 from avstack.limits import cores
 from avstack.manifest import ClipRecord
@@ -251,11 +252,11 @@ def asr_mode(s: PrepareSettings) -> str:
     """single (each clip in its worker), batched (GPU) or packed, once the job plan has resolved
     `auto` (avstack.jobplan: the one place that chooses)."""
     if s.asr_mode not in ASR_MODES:
-        raise ValueError(f"asr_mode: expected one of {', '.join(ASR_MODES)}, got {s.asr_mode!r}")
+        raise UsageError(f"asr_mode: expected one of {', '.join(ASR_MODES)}, got {s.asr_mode!r}")
     from avstack.asr.models import COMPUTE_TYPES  # the ASR package is heavy: only when asked
 
     if s.asr_compute not in COMPUTE_TYPES:
-        raise ValueError(f"asr_compute: expected one of {', '.join(COMPUTE_TYPES)}, got {s.asr_compute!r}")
+        raise UsageError(f"asr_compute: expected one of {', '.join(COMPUTE_TYPES)}, got {s.asr_compute!r}")
     if "asr" not in s.anchors or s.asr_mode == "auto":
         return "single"
     return s.asr_mode

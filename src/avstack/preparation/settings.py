@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from avstack.errors import UsageError
 from avstack.limits import DEFAULT_MAX_PIXELS
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def parse_anchors(text: str) -> tuple[str, ...]:
         return ANCHORS
     bad = [a for a in names if a not in ANCHORS]
     if bad or not names:
-        raise ValueError(f"--anchors expects 'full' or a comma list of {', '.join(ANCHORS)}; found {text!r}")
+        raise UsageError(f"--anchors expects 'full' or a comma list of {', '.join(ANCHORS)}; found {text!r}")
     wanted = set(names) | ({"audio"} if "asr" in names else set())  # ASR needs the audio
     return tuple(a for a in ANCHORS if a in wanted)
 

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from avstack.errors import UsageError
+
 _NAME = re.compile(r"^(?:(?P<fps>\d+(?:\.\d+)?)fps)?-?(?:(?P<n>\d+)f)?$")
 
 
@@ -27,9 +29,9 @@ class FrameBudget:
 
     def __post_init__(self) -> None:
         if self.fps is not None and not (math.isfinite(self.fps) and self.fps > 0):
-            raise ValueError(f"--fps: expected a positive number of frames a second, found {self.fps!r}")
+            raise UsageError(f"--fps: expected a positive number of frames a second, found {self.fps!r}")
         if self.max_frames is not None and self.max_frames < 1:
-            raise ValueError(f"--max-frames: expected at least 1 frame, found {self.max_frames!r}")
+            raise UsageError(f"--max-frames: expected at least 1 frame, found {self.max_frames!r}")
 
     @property
     def unbounded(self) -> bool:

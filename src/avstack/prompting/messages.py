@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import UsageError
+
 
 @dataclass(frozen=True)
 class Text:
@@ -131,9 +133,9 @@ def to_openai(
     sound's bytes as prepared (IEEE float32 WAV) or as 16-bit PCM (`pcm16`), for a server that
     decodes only that (media.wavfile)."""
     if audio_as not in AUDIO_AS:
-        raise ValueError(f"audio_as: expected one of {', '.join(AUDIO_AS)}, got {audio_as!r}")
+        raise UsageError(f"audio_as: expected one of {', '.join(AUDIO_AS)}, got {audio_as!r}")
     if video_as not in VIDEO_AS:
-        raise ValueError(f"video_as: expected one of {', '.join(VIDEO_AS)}, got {video_as!r}")
+        raise UsageError(f"video_as: expected one of {', '.join(VIDEO_AS)}, got {video_as!r}")
 
     def url(part: Image | Video | Audio) -> str:
         path = req.path_of(part)
@@ -198,7 +200,7 @@ def to_anthropic(req: Request) -> dict[str, Any]:
             data = base64.b64encode(path.read_bytes()).decode()
             content.append({"type": "image", "source": {"type": "base64", "media_type": mime_of(path), "data": data}})
         else:
-            raise ValueError(f"Anthropic's Messages API takes no {type(p).__name__.lower()} part")
+            raise UsageError(f"Anthropic's Messages API takes no {type(p).__name__.lower()} part")
     fields: dict[str, Any] = {"messages": [{"role": "user", "content": content}]}
     if req.system:
         fields["system"] = req.system
@@ -267,4 +269,4 @@ def render(req: Request, fmt: str, media: str = "path") -> Any:
         return to_openai(req, media=media)
     if fmt == "gemini":
         return to_gemini(req, media=media)
-    raise ValueError(f"format must be one of neutral, openai, gemini, hf; found {fmt!r}")
+    raise UsageError(f"format must be one of neutral, openai, gemini, hf; found {fmt!r}")

@@ -15,6 +15,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from avstack.errors import UsageError
 from avstack.io import atomic_write
 from avstack.media.images import encode_jpeg
 
@@ -94,6 +95,6 @@ def overlay_frame(prepared: Path, frame_path: str, pts_ms: int, quality: int = 9
     if not dest.is_file():
         bgr = cv2.imread(str(prepared / frame_path), cv2.IMREAD_COLOR)
         if bgr is None:
-            raise ValueError(f"cannot read frame {prepared / frame_path}")
+            raise UsageError(f"cannot read frame {prepared / frame_path}")
         atomic_write(dest, encode_jpeg(draw(bgr, pts_ms), quality, order="bgr"))
     return rel.as_posix()

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.io import inside
 from avstack.manifest import ClipRecord, frame_file
 from avstack.prompting.messages import Audio, Image, Part, Text, Video
@@ -89,7 +90,7 @@ def request_parts(
             parts.append(Text(FRAME_SEPARATOR))
     if stack.has("video"):
         if data_root is None:
-            raise ValueError("the video variant needs the data root (recorded in prepare.json)")
+            raise UsageError("the video variant needs the data root (recorded in prepare.json)")
         inside(data_root, record.video, f"clip {record.clip_id!r}: video", links=True)  # a manifest is input too
         parts.insert(MEDIA_AT, Video(f"{data_root}/{record.video}"))
     if stack.has("audio"):

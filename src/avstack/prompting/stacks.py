@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from avstack.errors import UsageError
 from avstack.prompting.budget import FrameBudget
 from avstack.prompting.timefmt import check_ts_format, check_word_format
 
@@ -189,18 +190,18 @@ def make_stack(
     packed: bool = False,
 ) -> Stack:
     if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; found {variant!r}")
+        raise UsageError(f"variant must be one of {', '.join(VARIANTS)}; found {variant!r}")
     drop = tuple(dict.fromkeys(drop))
     bad = [d for d in drop if d not in DROPPABLE]
     if bad:
-        raise ValueError(f"--drop takes {', '.join(DROPPABLE)}; found {', '.join(bad)}")
+        raise UsageError(f"--drop takes {', '.join(DROPPABLE)}; found {', '.join(bad)}")
     anchors = set(VARIANTS[variant]) - set(drop)
     if "asr" not in anchors:
         anchors.discard("word_ts")  # word times live inside the ASR block
     if "frames" not in anchors:
         anchors.discard("frame_ts")
     if layout not in LAYOUTS:
-        raise ValueError(f"--layout takes {', '.join(LAYOUTS)}; found {layout!r}")
+        raise UsageError(f"--layout takes {', '.join(LAYOUTS)}; found {layout!r}")
     ts, words = check_ts_format(ts_format), check_word_format(word_ts_format)
     # a budget picks frames: a stack without them (text, video) has none to pick, and keeps its name
     kept = budget if "frames" in anchors else FrameBudget()

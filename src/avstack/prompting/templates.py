@@ -15,13 +15,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import UsageError
+
 PART = "\x1e"  # starts a new text part
 IMAGE = "\x1f{}\x1f"  # stands for the k-th image
 _SPLIT = re.compile("\x1e|(\x1f\\d+\x1f)")
 _CONTROL = str.maketrans("", "", "\x1e\x1f")
 
 
-class PromptError(ValueError):
+class PromptError(UsageError):
     """A template that cannot render: names the template, the line and what is wrong."""
 
 

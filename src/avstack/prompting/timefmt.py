@@ -14,6 +14,8 @@ import json
 import re
 from typing import Any
 
+from avstack.errors import UsageError
+
 TS_FORMATS = ("ms", "seconds", "mmss", "qwen", "index", "overlay")
 WORD_TS_FORMATS = ("json", "srt", "inline")
 
@@ -30,13 +32,13 @@ _PARSE = {
 
 def check_ts_format(fmt: str) -> str:
     if fmt not in TS_FORMATS:
-        raise ValueError(f"--ts-format takes {', '.join(TS_FORMATS)}; found {fmt!r}")
+        raise UsageError(f"--ts-format takes {', '.join(TS_FORMATS)}; found {fmt!r}")
     return fmt
 
 
 def check_word_format(fmt: str) -> str:
     if fmt not in WORD_TS_FORMATS:
-        raise ValueError(f"--word-ts-format takes {', '.join(WORD_TS_FORMATS)}; found {fmt!r}")
+        raise UsageError(f"--word-ts-format takes {', '.join(WORD_TS_FORMATS)}; found {fmt!r}")
     return fmt
 
 

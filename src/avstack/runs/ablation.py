@@ -21,6 +21,7 @@ from avstack.analysis.compare import ItemTable, check_same_items
 from avstack.analysis.sequential import ask_until_decided, stop_record, stop_section
 from avstack.analysis.stats import paired_bootstrap_ci, shapley_per_item
 from avstack.analysis.tables import Report, markdown_table
+from avstack.errors import UsageError
 from avstack.io import atomic_write, write_csv_atomic, write_json_atomic
 from avstack.prompting.budget import FrameBudget
 from avstack.prompting.messages import Request, shared_prefixes
@@ -69,15 +70,15 @@ class AblationSpec:
 
     def __post_init__(self) -> None:
         if self.until not in UNTIL:
-            raise ValueError(f"until: expected all or decided, got {self.until!r}")
+            raise UsageError(f"until: expected all or decided, got {self.until!r}")
         if not self.ts_formats:
-            raise ValueError("ts_formats: expected at least one frame-time format")
+            raise UsageError("ts_formats: expected at least one frame-time format")
         if not self.layouts:
-            raise ValueError("layouts: expected at least one layout")
+            raise UsageError("layouts: expected at least one layout")
         if not self.budgets:
-            raise ValueError("budgets: expected at least one frame budget")
+            raise UsageError("budgets: expected at least one frame budget")
         if self.until == "decided" and not (self.drops or self.variants):
-            raise ValueError("a sequential ablation (until decided) needs a dropped cue or a variant: no contrast")
+            raise UsageError("a sequential ablation (until decided) needs a dropped cue or a variant: no contrast")
 
     def asks_for(self) -> list[str]:
         """The options this spec sets away from their defaults (what a task must be able to do)."""
@@ -137,15 +138,19 @@ class AblationTask(Protocol):
         ...
 
 
-class UnsupportedOption(ValueError):
-    """Options the task cannot carry out, by their AblationSpec names (the command line says them
-    as its flags and exits 2)."""
+class UnsupportedOption(UsageError):
+    """Options the task cannot carry out, by their AblationSpec names, said as the flags that set
+    them (the library and the command line say the same words)."""
 
     def __init__(self, task: str, options: Iterable[str], honours: Iterable[str]):
         self.task, self.options, self.honours = task, tuple(options), tuple(sorted(honours))
-        super().__init__(
-            f"task {task} cannot honour {', '.join(self.options)}; it honours {', '.join(self.honours) or 'none'}"
-        )
+        super().__init__(f"--task {task} cannot honour {spec_flags(self.options)}: it takes {spec_flags(self.honours)}")
+
+
+def spec_flags(names: Iterable[str]) -> str:
+    """AblationSpec fields as the flags that set them."""
+    said = {"frame_budget": "fps/--max-frames"}  # one option, two flags
+    return ", ".join("--" + said.get(n, n.replace("_", "-")) for n in names) or "none of them"
 
 
 def refused(task: AblationTask, spec: AblationSpec) -> None:
@@ -190,7 +195,7 @@ def stacks_to_run(spec: AblationSpec) -> list[Stack]:
     """The input stacks an ablation of anchors runs, in order (the baseline first)."""
     bad = [v for v in (spec.baseline, *spec.variants) if v not in VARIANTS]
     if bad:
-        raise ValueError(f"variant: expected one of {', '.join(VARIANTS)}, got {', '.join(map(repr, bad))}")
+        raise UsageError(f"variant: expected one of {', '.join(VARIANTS)}, got {', '.join(map(repr, bad))}")
     if not spec.subsets:
         return ablation_stacks(spec)
     stacks = [s.stack for s in subset_plan(spec) if s.same_as is None]

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.runs.audio_cost import audio_rule, audio_tokens  # noqa: F401 - re-exported, where the plan reads them
 
 PRICES_FILE = Path(__file__).with_name("prices.json")
@@ -200,7 +201,7 @@ def image_rule(model: str, chosen: str | None = None) -> str | None:
     `chosen` (--image-rule) overrides the name."""
     if chosen is not None:
         if chosen not in IMAGE_RULES:
-            raise ValueError(f"--image-rule: expected one of {', '.join(IMAGE_RULES)}, got {chosen!r}")
+            raise UsageError(f"--image-rule: expected one of {', '.join(IMAGE_RULES)}, got {chosen!r}")
         return chosen
     name = model.split(":", 1)[-1].lower()
     if name in OPENAI_PATCHES:
@@ -227,7 +228,7 @@ def wav_duration_ms(path: Path) -> int:
     with open(path, "rb") as f:
         head = f.read(12)
         if head[:4] != b"RIFF" or head[8:12] != b"WAVE":
-            raise ValueError(f"{path}: not a WAV file (first bytes {head[:4]!r})")
+            raise UsageError(f"{path}: not a WAV file (first bytes {head[:4]!r})")
         rate = block = 0
         while chunk := f.read(8):
             if len(chunk) < 8:
@@ -239,10 +240,10 @@ def wav_duration_ms(path: Path) -> int:
                 continue
             if kind == b"data":
                 if not rate or not block:
-                    raise ValueError(f"{path}: a data chunk before its fmt chunk")
+                    raise UsageError(f"{path}: a data chunk before its fmt chunk")
                 return size // block * 1000 // rate
             f.seek(size + (size & 1), 1)
-    raise ValueError(f"{path}: no data chunk in the WAV")
+    raise UsageError(f"{path}: no data chunk in the WAV")
 
 
 def text_counter() -> tuple[Any, str]:
@@ -263,12 +264,12 @@ def image_size(path: Path) -> tuple[int, int]:
         if head[:8] == b"\x89PNG\r\n\x1a\n":
             return struct.unpack(">II", head[16:24])
         if head[:2] != b"\xff\xd8":
-            raise ValueError(f"{path}: not a JPEG or PNG (first bytes {head[:4]!r})")
+            raise UsageError(f"{path}: not a JPEG or PNG (first bytes {head[:4]!r})")
         f.seek(2)
         while True:
             marker = f.read(4)
             if len(marker) < 4 or marker[0] != 0xFF:
-                raise ValueError(f"{path}: no frame header in the JPEG")
+                raise UsageError(f"{path}: no frame header in the JPEG")
             kind, length = marker[1], struct.unpack(">H", marker[2:])[0]
             if 0xC0 <= kind <= 0xCF and kind not in (0xC4, 0xC8, 0xCC):
                 height, width = struct.unpack(">xHH", f.read(5))
@@ -290,7 +291,7 @@ def load_prices(path: Path | None = None) -> tuple[dict[str, Price], str]:
     """The price table (model name -> Price) and the date it was read; the user's file if given."""
     data = json.loads((path or PRICES_FILE).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
-        raise ValueError(f"{path or PRICES_FILE}: expected {{'read_on': DATE, 'models': {{name: {{input, output}}}}}}")
+        raise UsageError(f"{path or PRICES_FILE}: expected {{'read_on': DATE, 'models': {{name: {{input, output}}}}}}")
     table = {}
     for name, p in data["models"].items():
         try:
@@ -303,7 +304,7 @@ def load_prices(path: Path | None = None) -> tuple[dict[str, Price], str]:
             )
         except (KeyError, TypeError, ValueError) as exc:
             where = path or PRICES_FILE
-            raise ValueError(f"{where}: model {name!r}: expected input and output USD per 1M tokens") from exc
+            raise UsageError(f"{where}: model {name!r}: expected input and output USD per 1M tokens") from exc
     return table, str(data.get("read_on", "unknown"))
 
 
@@ -351,15 +352,15 @@ def cached_tokens(usage: Any) -> int:
     return max((int(v) for v in found if isinstance(v, (int, float)) and not isinstance(v, bool)), default=0)
 
 
-class BudgetReached(ValueError):
-    """The servers' reported usage reached the cost budget: the run stopped cleanly (resumable).
-    It carries the numbers, so a front end can say it in its own words (the CLI: --max-cost)."""
+class BudgetReached(UsageError):
+    """The servers' reported usage reached the cost budget (--max-cost): the run stopped cleanly
+    (resumable). It carries the numbers too."""
 
     def __init__(self, limit_usd: float, spent_usd: float, out: object):
         self.limit_usd, self.spent_usd, self.out = limit_usd, spent_usd, out
         super().__init__(
-            f"the cost budget of {limit_usd:g} USD was reached: the servers reported {spent_usd:.4f} USD of usage; "
-            f"the answers so far are kept in {out}, and a rerun with a higher budget goes on from there"
+            f"--max-cost {limit_usd:g} USD reached: the servers reported {spent_usd:.4f} USD of usage; "
+            f"the answers so far are kept in {out}, and a rerun with a higher --max-cost goes on from there"
         )
 
 

@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.io import DataError, JsonlAppender, Progress, read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 from avstack.prompting.messages import Request, unmarked_unless_shared
 from avstack.runs.cost import Budget, BudgetReached
@@ -220,7 +221,7 @@ def _wait_all(futures: list[Future[Any]], wrap: Callable[..., Any]) -> None:
         raise
 
 
-class NoBatchMode(ValueError):
+class NoBatchMode(UsageError):
     """Batch answers were asked of a back-end that has no batch API."""
 
 
@@ -233,7 +234,7 @@ def _batch_answers(
         return {}
     make = getattr(backend, "batch_client", None)
     if make is None:
-        raise NoBatchMode(f"the back-end {bid!r} has no batch mode (OpenAI-compatible servers have)")
+        raise NoBatchMode(f"--batch: the back-end {bid!r} has no batch mode (OpenAI-compatible servers have)")
     from avstack.runs.batch import answer_in_batches
 
     pending = [(request_key(bid, it.request), it.request) for it in todo if it.request is not None and it.error is None]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import MissingPackage, UsageError
 from avstack.io import DataError, atomic_write, write_jsonl_atomic
 from avstack.prompting.messages import Audio, Request, Text, Video, flat_prompt, to_openai
 
@@ -94,11 +95,11 @@ def write_export(rows: Sequence[ExportRow], stack: str, opts: ExportOptions, lmm
     YAML). Refused before anything is written: an unknown format, no rows, or lmms-eval for a task
     with no hooks."""
     if opts.to not in FORMATS:
-        raise ValueError(f"--to must be one of {', '.join(FORMATS)}, or features; found {opts.to!r}")
+        raise UsageError(f"--to must be one of {', '.join(FORMATS)}, or features; found {opts.to!r}")
     if not rows:
         raise DataError(f"nothing to export to {opts.out}: no item has a request under {stack}")
     if opts.to == "lmms-eval" and lmms is None:
-        raise ValueError("--to lmms-eval: this task has no lmms-eval hooks (export --to hf or jsonl)")
+        raise UsageError("--to lmms-eval: this task has no lmms-eval hooks (export --to hf or jsonl)")
     out = Path(opts.out)
     if opts.to == "jsonl":
         write_jsonl_atomic(out / "data.jsonl", [row_of(r, stack) for r in rows])
@@ -119,7 +120,7 @@ def write_parquet_shards(rows: list[dict[str, Any]], out: Path, shard_size: int)
     try:
         from datasets import Dataset, Features, Image, Sequence, Value
     except ImportError as exc:
-        raise ImportError("--to hf needs the datasets package: pip install 'avstack[export]'") from exc
+        raise MissingPackage("--to hf needs the datasets package: pip install 'avstack[export]'") from exc
     text = Value("string")
     features = Features(
         {k: text for k in ("id", "stack", "system", "question", "parts", "video", "audio", "answer", "extra")}

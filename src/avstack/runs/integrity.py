@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.prompting.messages import Audio, Image, Request, Text, Video
 from avstack.prompting.stacks import Changes
 from avstack.prompting.timefmt import parse_frame_tag
@@ -29,7 +30,7 @@ TAG_FORMATS = ("ms", "seconds", "mmss", "index", "qwen")  # a frame tag in any o
 REGION_GAP = 3
 
 
-class ArmMismatch(ValueError):
+class ArmMismatch(UsageError):
     """An arm whose request differs from its parent's by more than its cue: the delta would
     measure more than the cue. Names the item, the arm, its parent and the first part that differs."""
 

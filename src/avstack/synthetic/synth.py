@@ -16,6 +16,8 @@ from typing import Any
 import av
 import numpy as np
 
+from avstack.errors import MissingTool
+
 INDEX_BITS = 12
 BLOCK = 32  # px per bit block; survives JPEG and downscaling to ~1/4
 
@@ -216,7 +218,7 @@ def _espeak(text: str, voice: str, speed: int) -> tuple[np.ndarray, int]:
 
     exe = shutil.which("espeak-ng")
     if exe is None:
-        raise RuntimeError("eSpeak NG is not installed (pip install espeakng-loader, or apt-get install espeak-ng)")
+        raise MissingTool("eSpeak NG is not installed (pip install espeakng-loader, or apt-get install espeak-ng)")
     with tempfile.NamedTemporaryFile(suffix=".wav") as tmp:
         subprocess.run([exe, "-v", voice, "-s", str(speed), "-w", tmp.name, text], check=True, capture_output=True)
         wav, sr = sf.read(tmp.name, dtype="float32")
@@ -226,7 +228,7 @@ def _espeak(text: str, voice: str, speed: int) -> tuple[np.ndarray, int]:
 def _library_pcm(engine: dict[str, Any], text: str, voice: str, speed: int) -> np.ndarray:
     engine["chunks"].clear()
     if engine["lib"].espeak_SetVoiceByName(voice.encode()) != 0:
-        raise RuntimeError(f"eSpeak NG has no voice {voice!r}")
+        raise MissingTool(f"eSpeak NG has no voice {voice!r}")
     engine["lib"].espeak_SetParameter(1, speed, 0)  # espeakRATE, words per minute
     data = text.encode()
     # from character 0 (POS_CHARACTER) to the end, UTF-8 text

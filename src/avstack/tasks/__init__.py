@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.analysis.tables import Report
+from avstack.errors import UsageError
 from avstack.preparation.discover import Layout
 from avstack.runs.engine import Asking
 from avstack.runs.runners import Backend, make_backend
@@ -46,12 +47,12 @@ def refuse_flags(task: str, given: Sequence[str], takes: Sequence[str]) -> None:
     """An option a task has no use for is an error naming it, never ignored."""
     extra = [n for n in given if n not in takes]
     if extra:
-        raise ValueError(f"--task {task} takes no {flag_names(extra)}")
+        raise UsageError(f"--task {task} takes no {flag_names(extra)}")
 
 
 def needs_prepared(task: str, prepared: Path | None) -> Path:
     if prepared is None:
-        raise ValueError(f"--task {task} needs the PREPARED folder (written by `avstack prepare`)")
+        raise UsageError(f"--task {task} needs the PREPARED folder (written by `avstack prepare`)")
     return Path(prepared)
 
 
@@ -80,7 +81,7 @@ class StackChoice:
         from avstack.prompting.stacks import make_stack
 
         if self.packed and not packs:
-            raise ValueError(f"--task {task} takes no --pack")
+            raise UsageError(f"--task {task} takes no --pack")
         s = (self.variant, self.drop, self.ts_format, self.word_ts_format, self.layout)
         return make_stack(*s, self.budget or FrameBudget(), self.packed)
 
@@ -168,7 +169,7 @@ def failed_items(failed: int, total: int, causes: Mapping[str, int] | None = Non
 
 def get_task(name: str) -> Task:
     if name not in REGISTRY:
-        raise ValueError(f"task must be one of {', '.join(REGISTRY)}; found {name!r}")
+        raise UsageError(f"task must be one of {', '.join(REGISTRY)}; found {name!r}")
     task: Task = importlib.import_module(REGISTRY[name]).TASK
     return task
 

@@ -26,6 +26,7 @@ from inspect_ai.model import (
 from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState, generate
 
+from avstack.errors import UsageError
 from avstack.manifest import opened
 from avstack.prompting.messages import Audio, Image, Request, Text, Video, data_url
 from avstack.prompting.stacks import make_stack
@@ -94,7 +95,7 @@ def ecog(
     options = EcogOptions(coord_order, asr, lang, Path(prompt) if prompt else None)
     pairs, problems = requests_for(Path(prepared), stack, options)
     if problems:
-        raise ValueError("; ".join(f"{r.clip_id}: {why}" for r, why in problems[:5]))
+        raise UsageError("; ".join(f"{r.clip_id}: {why}" for r, why in problems[:5]))
     samples = [
         Sample(
             id=rec.clip_id,
@@ -201,7 +202,7 @@ def videoqa(
     work = work_items(pairs, stack, opened(prepared), Path(prompt) if prompt else None)
     bad = [f"{w.id}: {w.error}" for w in work if w.request is None] + errors
     if bad:
-        raise ValueError("; ".join(bad[:5]))
+        raise UsageError("; ".join(bad[:5]))
     samples = [
         Sample(
             id=w.id,

@@ -25,6 +25,7 @@ import numpy as np
 
 from avstack.asr.evaluation.cases import Case
 from avstack.asr.types import RATE
+from avstack.errors import UsageError
 
 GCIN = Path("/usr/share/gcin-voice/ogg")
 TUNING_SPEAKER = "3"  # the held-out speaker is "5": never read while tuning
@@ -111,7 +112,7 @@ def syllable_audio(zhuyin_tone: str, speaker: str) -> np.ndarray:
     path = recording(zhuyin_tone, speaker)
     audio = load_audio(path)
     if audio is None or not len(audio):
-        raise ValueError(f"{path}: expected a recorded syllable, found no audio")
+        raise UsageError(f"{path}: expected a recorded syllable, found no audio")
     return trimmed(audio)
 
 

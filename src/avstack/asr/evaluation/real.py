@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.asr.evaluation.cases import Case
+from avstack.errors import UsageError
 
 # ---------------------------------------------------------------- real speech, hand-aligned
 # praatio's source distribution carries three read sentences with word boundaries set by hand
@@ -62,7 +63,7 @@ def _extract_plain_files(tar: Any, members: list[Any], into: Path) -> None:
     for m in members:
         target = (root / m.name).resolve()
         if not m.isfile() or root not in target.parents:
-            raise ValueError(f"{m.name}: expected a plain file inside the archive, found a link or an outside path")
+            raise UsageError(f"{m.name}: expected a plain file inside the archive, found a link or an outside path")
         target.parent.mkdir(parents=True, exist_ok=True)
         source = tar.extractfile(m)
         assert source is not None  # a regular member always has its bytes
@@ -81,7 +82,7 @@ def textgrid_words(path: Path, tier: str) -> list[dict[str, Any]]:
     try:
         return _tier(tokens, tier, path)
     except (IndexError, ValueError) as exc:
-        raise ValueError(f"{path}: expected a TextGrid with an interval tier {tier!r}; {exc}") from None
+        raise UsageError(f"{path}: expected a TextGrid with an interval tier {tier!r}; {exc}") from None
 
 
 def _tier(tokens: list[str], tier: str, path: Path) -> list[dict[str, Any]]:
@@ -94,13 +95,13 @@ def _tier(tokens: list[str], tier: str, path: Path) -> list[dict[str, Any]]:
         if name != tier:
             continue
         if kind != "IntervalTier":
-            raise ValueError(f"{path}: tier {tier!r} is a {kind}, not an IntervalTier")
+            raise UsageError(f"{path}: tier {tier!r} is a {kind}, not an IntervalTier")
         return [
             {"text": label.lower(), "begin_time": round(float(a) * 1000), "end_time": round(float(b) * 1000)}
             for a, b, label in zip(items[0::3], items[1::3], items[2::3])
             if label.strip()
         ]
-    raise ValueError(f"{path}: no tier named {tier!r}")
+    raise UsageError(f"{path}: no tier named {tier!r}")
 
 
 def real_cases(folder: Path) -> list[Case]:
@@ -111,7 +112,7 @@ def real_cases(folder: Path) -> list[Case]:
     for name, (grid, tier) in REAL_FILES.items():
         audio = load_audio(folder / f"{name}.wav")
         if audio is None:
-            raise ValueError(f"{folder / name}.wav: no audio")
+            raise UsageError(f"{folder / name}.wav: no audio")
         cases.append(Case("en", audio, textgrid_words(folder / f"{grid}.TextGrid", tier), 0))
     return cases
 
@@ -139,11 +140,11 @@ def shared_take(shared: Path) -> Case | None:
         return None
     audio = load_audio(wav)
     if audio is None:
-        raise ValueError(f"{wav}: expected an audio track, found none")
+        raise UsageError(f"{wav}: expected an audio track, found none")
     try:
         words = json.loads(labels.read_text(encoding="utf-8"))["words"]
         truth = [w for w in words if w["text"] not in SPOKEN_FILLERS]
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{labels}: expected {{'words': [{{text, begin_time, end_time}}, ...]}}; {exc!r}") from None
+        raise UsageError(f"{labels}: expected {{'words': [{{text, begin_time, end_time}}, ...]}}; {exc!r}") from None
     fillers = tuple(w for w in words if w["text"] in SPOKEN_FILLERS)
     return DisfluentCase("en", audio, truth, 0, fillers)

@@ -25,7 +25,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from avstack.io import Progress
+from avstack.errors import MissingPackage
+from avstack.io import OutputError, Progress
 from avstack.manifest import ClipRecord
 from avstack.preparation.discover import ClipJob
 from avstack.preparation.executors.local import MAX_CRASHES, AttemptLog, crash_message
@@ -37,7 +38,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise ImportError("--executor ray needs Ray: pip install 'avstack[ray]'") from None
+        raise MissingPackage("--executor ray needs Ray: pip install 'avstack[ray]'") from None
     return ray
 
 
@@ -81,9 +82,9 @@ def check_shared_storage(out: Path) -> None:
     for node, ok, missing in zip(nodes, wrote, unseen):
         where = f"node {node.get('NodeManagerAddress')} ({node['NodeID'][:12]})"
         if not ok:
-            raise OSError(f"{where} cannot write into {out}: the output folder must be storage every node reaches")
+            raise OutputError(f"{where} cannot write into {out}: the output folder must be storage every node reaches")
         if missing:
-            raise OSError(f"{where} cannot see files other nodes wrote into {out}: it is not shared storage")
+            raise OutputError(f"{where} cannot see files other nodes wrote into {out}: it is not shared storage")
     shutil.rmtree(out / ".probe", ignore_errors=True)
 
 

@@ -9,58 +9,95 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.runs.runners.base import (
     DEFAULTS,
     Answer,
     Backend,
     BackendBase,
+    BackendOptions,
     FatalError,
     MissingExtra,
     TransientError,
+    flag_of,
     parts_of,
     refusal,
     seeded_rng,
 )
 
-OPENAI_OPTIONS = (
-    "base_url", "temperature", "max_tokens", "json_mode", "image_detail", "timeout", "audio_as", "audio_format"
-)  # fmt: skip
-GEMINI_OPTIONS = ("base_url", "temperature", "max_tokens", "json_mode", "timeout")
-HF_OPTIONS = ("temperature", "max_tokens")
-ANTHROPIC_OPTIONS = ("base_url", "temperature", "max_tokens", "timeout")
 MODEL_BACKENDS = ("openai:MODEL", "gemini:MODEL", "anthropic:MODEL", "hf:MODEL", "replay:FILE")
 
-
-def _pick(options: Mapping[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
-    return {k: v for k, v in options.items() if k in allowed}
-
-
-# each model back-end: its module, its class, the options it takes (the others are not its own)
+# each model back-end, registered in this one place: its module, its class, and the options of
+# BackendOptions it honours (one given away from its default that it does not honour is refused)
 MODEL_CLASSES: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "openai": ("avstack.runs.runners.openai_compat", "OpenAICompat", OPENAI_OPTIONS),
-    "gemini": ("avstack.runs.runners.gemini", "Gemini", GEMINI_OPTIONS),
-    "anthropic": ("avstack.runs.runners.anthropic", "Anthropic", ANTHROPIC_OPTIONS),
-    "hf": ("avstack.runs.runners.hf", "HFLocal", HF_OPTIONS),
+    "openai": (
+        "avstack.runs.runners.openai_compat",
+        "OpenAICompat",
+        ("base_url", "temperature", "max_tokens", "json_mode", "timeout", "audio_as", "audio_format"),
+    ),
+    "gemini": (
+        "avstack.runs.runners.gemini",
+        "Gemini",
+        ("base_url", "temperature", "max_tokens", "json_mode", "timeout"),
+    ),
+    "anthropic": ("avstack.runs.runners.anthropic", "Anthropic", ("base_url", "temperature", "max_tokens", "timeout")),
+    "hf": ("avstack.runs.runners.hf", "HFLocal", ("temperature", "max_tokens")),
     "replay": ("avstack.runs.runners.replay", "Replay", ()),
 }
 
 
-def make_backend(spec: str, baselines: Mapping[str, Callable[[str], Backend]] | None = None, **options: Any) -> Backend:
-    """`openai:MODEL`, `gemini:MODEL`, `anthropic:MODEL`, `hf:MODEL`, `replay:PATH`, or one of `baselines` (a task's
-    offline baselines by name, each made from the text after the colon)."""
-    from importlib import import_module
-
+def _kind_and_name(spec: str, baselines: Mapping[str, Any] | None) -> tuple[str, str]:
     kind, _, name = spec.partition(":")
     if baselines and kind in baselines:
-        return baselines[kind](name)
+        return kind, name
     if kind in ("openai", "gemini", "anthropic", "hf") and not name:
         example = "Qwen/Qwen2.5-VL-3B-Instruct" if kind == "hf" else "MODEL"
-        raise ValueError(f"{kind} needs a model name: --model {kind}:{example}")
+        raise UsageError(f"{kind} needs a model name: --model {kind}:{example}")
     if kind not in MODEL_CLASSES:
         known = [*(baselines or {}), *MODEL_BACKENDS]
-        raise ValueError(f"unknown back-end {kind!r}: use {', '.join(known)}")
-    module, cls, allowed = MODEL_CLASSES[kind]
-    made: Backend = getattr(import_module(module), cls)(name, **_pick(options, allowed))
+        raise UsageError(f"unknown back-end {kind!r}: use {', '.join(known)}")
+    return kind, name
+
+
+def refuse_unhonoured(spec: str, baselines: Mapping[str, Any] | None, options: BackendOptions) -> None:
+    """An option the user gave (set away from its default) that the chosen model back-end does not
+    honour is refused, naming the back-end, the flag and what the back-end takes: never dropped.
+    A task's offline baselines (oracle, chance, deixis) send nothing and take no option."""
+    kind, _ = _kind_and_name(spec, baselines)
+    if baselines and kind in baselines:
+        return
+    honours = MODEL_CLASSES[kind][2]
+    unhonoured = [n for n in options.given() if n not in honours]
+    if unhonoured:
+        takes = ", ".join(flag_of(n) for n in honours) or "none of them"
+        raise UsageError(
+            f"--model {spec}: the {kind} back-end cannot honour {', '.join(flag_of(n) for n in unhonoured)}; "
+            f"it takes {takes}"
+        )
+
+
+def backend_from(
+    spec: str, baselines: Mapping[str, Callable[[str], Backend]] | None, options: BackendOptions
+) -> Backend:
+    """The back-end `spec` names, made from BackendOptions whole: what it does not honour and the
+    user gave is refused first (refuse_unhonoured)."""
+    refuse_unhonoured(spec, baselines, options)
+    kind, _ = _kind_and_name(spec, baselines)
+    honours = () if baselines and kind in baselines else MODEL_CLASSES[kind][2]
+    return make_backend(spec, baselines, **{n: getattr(options, n) for n in honours})
+
+
+def make_backend(spec: str, baselines: Mapping[str, Callable[[str], Backend]] | None = None, **options: Any) -> Backend:
+    """`openai:MODEL`, `gemini:MODEL`, `anthropic:MODEL`, `hf:MODEL`, `replay:PATH`, or one of `baselines` (a task's
+    offline baselines by name, each made from the text after the colon). `options` are the
+    back-end class's own keywords, passed whole (an unknown one is the class's TypeError)."""
+    from importlib import import_module
+
+    kind, name = _kind_and_name(spec, baselines)
+    if baselines and kind in baselines:
+        return baselines[kind](name)
+    module, cls, _ = MODEL_CLASSES[kind]
+    made: Backend = getattr(import_module(module), cls)(name, **options)
     return made
 
 
@@ -69,9 +106,12 @@ __all__ = [
     "Answer",
     "Backend",
     "BackendBase",
+    "BackendOptions",
     "FatalError",
     "MissingExtra",
     "TransientError",
+    "refuse_unhonoured",
+    "backend_from",
     "make_backend",
     "parts_of",
     "refusal",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
+from avstack.errors import MissingPackage
 from avstack.prompting.messages import Request
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})  # HTTP codes worth retrying
@@ -14,6 +15,45 @@ FATAL_STATUS = frozenset({401, 403, 404})  # bad key, no access, unknown model o
 
 # The one place back-end defaults live (CLI options, ablate and the constructors read them).
 DEFAULTS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 2048, "timeout": 120.0, "json_mode": True}
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """How every request of a command is sent, one record whatever the back-end (the answer key
+    holds the temperature, the longest answer and the JSON mode)."""
+
+    base_url: str | None = None  # an OpenAI-compatible server (else OPENAI_BASE_URL, or the provider's)
+    temperature: float = DEFAULTS["temperature"]
+    max_tokens: int = DEFAULTS["max_tokens"]
+    timeout: float = DEFAULTS["timeout"]  # seconds per request
+    audio_as: str = "input_audio"  # how an OpenAI-compatible server is sent a sound: input_audio or audio_url
+    # a sound's WAV samples: auto (as prepared where the server decodes IEEE float32, else PCM16),
+    # prepared or pcm16
+    audio_format: str = "auto"
+    json_mode: bool = DEFAULTS["json_mode"]
+
+    def given(self) -> list[str]:
+        """The options set away from their defaults: what the user gave (a default is not given)."""
+        return [f.name for f in fields(self) if getattr(self, f.name) != f.default]
+
+    def kwargs(self) -> dict[str, Any]:
+        """The keywords the back-ends take (runs.runners.make_backend): the defaults left out, so a
+        back-end that has no use for one is never handed it."""
+        opts: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens, "timeout": self.timeout}
+        if not self.json_mode:
+            opts["json_mode"] = False
+        if self.base_url:
+            opts["base_url"] = self.base_url
+        if self.audio_as != "input_audio":
+            opts["audio_as"] = self.audio_as
+        if self.audio_format != "auto":
+            opts["audio_format"] = self.audio_format
+        return opts
+
+
+def flag_of(option: str) -> str:
+    """A BackendOptions field as the flag that sets it."""
+    return "--" + option.replace("_", "-")
 
 
 @dataclass
@@ -106,6 +146,6 @@ def seeded_rng(request: Request, seed: int | str) -> random.Random:
     return random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
 
 
-class MissingExtra(ImportError):
+class MissingExtra(MissingPackage):
     def __init__(self, backend: str, extra: str, module: str):
         super().__init__(f"the {backend!r} back-end needs {module!r}: pip install 'avstack[{extra}]'")

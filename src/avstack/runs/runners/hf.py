@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.prompting.messages import Request, flat_prompt, to_hf
 from avstack.runs.runners.base import DEFAULTS, Answer, BackendBase, MissingExtra, parts_of
 
@@ -165,7 +166,7 @@ class HFLocal(BackendBase):
     def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
         why = self.refuses(request)
         if why:
-            raise ValueError(why)
+            raise UsageError(why)
         # the processor reads each audio part's file itself (16 kHz, as prepared)
         extra = {"sampling_rate": 16_000} if "audio" in parts_of(request) else {}
         inputs = self.processor.apply_chat_template(

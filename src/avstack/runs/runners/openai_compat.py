@@ -13,6 +13,7 @@ import os
 import re
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.prompting.messages import AUDIO_AS, Request, prefix_digest, to_openai
 from avstack.runs.runners.base import (
     DEFAULTS,
@@ -73,10 +74,10 @@ class OpenAICompat(BackendBase):
         self.json_mode, self.image_detail, self.timeout = json_mode, image_detail, timeout
         self.api_version = api_version or os.environ.get("OPENAI_API_VERSION")
         if audio_as not in AUDIO_AS:
-            raise ValueError(f"--audio-as: expected one of {', '.join(AUDIO_AS)}, got {audio_as!r}")
+            raise UsageError(f"--audio-as: expected one of {', '.join(AUDIO_AS)}, got {audio_as!r}")
         self.audio_as = audio_as
         if audio_format not in AUDIO_FORMATS:
-            raise ValueError(f"--audio-format: expected one of {', '.join(AUDIO_FORMATS)}, got {audio_format!r}")
+            raise UsageError(f"--audio-format: expected one of {', '.join(AUDIO_FORMATS)}, got {audio_format!r}")
         self.audio_format = audio_format
         # how a video file goes: `video_url` until a server refuses that part's type (see answer)
         self.video_as = "video_url"

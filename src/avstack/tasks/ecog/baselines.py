@@ -14,6 +14,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from avstack.errors import UsageError
 from avstack.prompting.messages import Request
 from avstack.runs.runners import Answer, Backend, BackendBase, seeded_rng
 from avstack.tasks.ecog.metrics import load_mask
@@ -47,7 +48,7 @@ DEFAULT_SPAN_MS = 5000
 def _shown(request: Request) -> dict[str, Any]:
     shown = request.meta.get("shown")
     if not isinstance(shown, dict):
-        raise ValueError("this baseline answers EcoG requests (built by avstack.tasks.ecog.prompt)")
+        raise UsageError("this baseline answers EcoG requests (built by avstack.tasks.ecog.prompt)")
     return shown
 
 
@@ -166,7 +167,7 @@ class Oracle(BackendBase):
 
     def answer(self, request: Request | None, truth: dict[str, Any] | None = None) -> Answer:
         if not truth or "eval_gt" not in truth:
-            raise ValueError("oracle needs the clip's ground truth (eval_gt, width, height)")
+            raise UsageError("oracle needs the clip's ground truth (eval_gt, width, height)")
         answer = oracle_answer(truth["eval_gt"], truth["width"], truth["height"])
         if request is not None and request.meta.get("coord_order") == "yx":  # answered in the order asked
             answer["point_list"] = [dict(p, point=p["point"][::-1]) for p in answer["point_list"]]

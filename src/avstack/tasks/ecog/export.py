@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import MissingPackage, UsageError
 from avstack.io import DataError, atomic_stream, write_jsonl_atomic
 from avstack.manifest import ClipRecord, data_root_of, iter_manifest, manifest_shards
 from avstack.prompting.messages import Audio, Request, Video, flat_prompt, render, to_openai
@@ -59,7 +60,7 @@ def export(prepared: str | Path, stack: Stack, opts: ExportOptions, options: Eco
     record points outside the prepared folder stops the export (nothing is written) and is named."""
     fmt, model, max_tokens = opts.to, opts.model, opts.max_tokens
     if fmt not in FORMATS:
-        raise ValueError(f"--to must be one of {', '.join(FORMATS)}, or features; found {fmt!r}")
+        raise UsageError(f"--to must be one of {', '.join(FORMATS)}, or features; found {fmt!r}")
     require_ground_truth(prepared, iter_manifest(prepared))  # no silent empty export
     out = Path(opts.out)
     tmp = out / f".export-{uuid.uuid4().hex[:8]}"
@@ -162,7 +163,7 @@ def _write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
     try:
         from datasets import Dataset, Features, Image, Sequence, Value
     except ImportError as exc:
-        raise ImportError("--to hf needs the datasets package: pip install 'avstack[export]'") from exc
+        raise MissingPackage("--to hf needs the datasets package: pip install 'avstack[export]'") from exc
     features = Features(
         {
             "id": Value("string"),

@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.manifest import ClipRecord
 from avstack.prompting.budget import budgeted
 from avstack.prompting.messages import Request
@@ -39,9 +40,9 @@ class EcogOptions:
 
     def __post_init__(self) -> None:
         if self.coord_order not in COORD_ORDERS:
-            raise ValueError(f"coord order must be xy or yx; found {self.coord_order!r}")
+            raise UsageError(f"coord order must be xy or yx; found {self.coord_order!r}")
         if self.asr_source not in ASR_SOURCES:
-            raise ValueError(f"asr source must be whisper or source; found {self.asr_source!r}")
+            raise UsageError(f"asr source must be whisper or source; found {self.asr_source!r}")
 
 
 BUILTIN = Path(__file__).with_name("prompts")  # en/ and zh/: system.j2, user.j2

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.io import DataError, read_json_file, read_predictions, write_json_atomic, write_per_item
 from avstack.manifest import ClipRecord, Prepared, opened
 from avstack.prompting.messages import Request
@@ -136,7 +137,7 @@ def score_and_write(
     meta = read_json_file(run_dir / "run.json", dict)
     prepared = prepared if prepared is not None else meta.get("prepared")
     if not isinstance(prepared, (str, Path, Prepared)):
-        raise ValueError(f"{run_dir / 'run.json'}: no 'prepared' folder recorded")
+        raise UsageError(f"{run_dir / 'run.json'}: no 'prepared' folder recorded")
     clips = [gt_of(r) for r in opened(prepared) if usable(r) and (only is None or r.clip_id in only)]
     result = score(clips, read_predictions(run_dir / "predictions.jsonl"))
     js = result.to_json()

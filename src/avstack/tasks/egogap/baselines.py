@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.prompting.messages import Request
 from avstack.runs.runners import Answer, BackendBase, seeded_rng
 
@@ -20,7 +21,7 @@ class Chance(BackendBase):
     def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
         letters = request.meta.get("letters")
         if not letters:
-            raise ValueError("this baseline answers EgoGap requests (built by avstack.tasks.egogap.stack)")
+            raise UsageError("this baseline answers EgoGap requests (built by avstack.tasks.egogap.stack)")
         return Answer(json.dumps({"answer": seeded_rng(request, self.seed).choice(letters), "rationale": "chance"}))
 
 
@@ -29,7 +30,7 @@ class Oracle(BackendBase):
 
     def answer(self, request: Request | None, truth: dict[str, Any] | None = None) -> Answer:
         if not truth or "correct_letter" not in truth:
-            raise ValueError("oracle needs the item's correct_letter")
+            raise UsageError("oracle needs the item's correct_letter")
         return Answer(json.dumps({"answer": truth["correct_letter"], "rationale": "oracle"}))
 
 

@@ -7,12 +7,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from avstack.io import DataError
+
 LETTERS = "ABCDEFGH"
 MOTOR = ("motor_a", "motor_b")
 OFF_VANTAGE = "composition_off"
 
 
-class EgoGapDataError(ValueError):
+class EgoGapDataError(DataError):
     """Bad bundle data; the message names the file, line and item."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from avstack.errors import UsageError
 from avstack.tasks.egogap.stack import EgoGapStack
 
 
@@ -24,5 +25,5 @@ class EgogapInputs:
 
     def bundles_file(self) -> Path:
         if self.bundles is None:
-            raise ValueError("--task egogap needs --bundles B.jsonl (and --images DIR unless the variant is text)")
+            raise UsageError("--task egogap needs --bundles B.jsonl (and --images DIR unless the variant is text)")
         return Path(self.bundles)

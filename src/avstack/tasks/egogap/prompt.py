@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from avstack.errors import UsageError
 from avstack.tasks.egogap.data import OFF_VANTAGE, Item
 
 PROMPT_VERSION = "egogap-1"
@@ -43,7 +44,7 @@ def _answer_format(letters: list[str]) -> str:
 def build_prompt(item: Item, style: str = "default") -> str:
     """The prompt text for `item` in `style`; default and egoplan equal the benchmark's eval_prompt."""
     if style not in STYLES:
-        raise ValueError(f"style must be one of {', '.join(STYLES)}; found {style!r}")
+        raise UsageError(f"style must be one of {', '.join(STYLES)}; found {style!r}")
     base = "default" if style == "exclusion" else style
     rule = EXCLUSION_RULE if style == "exclusion" else ""
     options = "".join(f"{letter}) {text}\n" for letter, text, _ in item.options)
@@ -72,7 +73,7 @@ def swap_motor(item: Item, pool: list[Item], seed: int) -> Item:
     rng = random.Random(f"{seed}:swap:{item.uid}")
     donors = [o for o in pool if o.bundle_uid != item.bundle_uid]
     if not donors:
-        raise ValueError(f"item {item.uid}: no item from another bundle to take an option from")
+        raise UsageError(f"item {item.uid}: no item from another bundle to take an option from")
     donor = rng.choice(donors)
     text = next(t for _, t, lab in donor.options if lab == "correct")
     motors = [i for i, (_, _, lab) in enumerate(item.options) if lab.startswith("motor")]

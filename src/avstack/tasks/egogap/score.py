@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from avstack.errors import UsageError
 from avstack.tasks.egogap.data import MOTOR, OFF_VANTAGE, Item
 from avstack.tasks.egogap.parse import parse_letter
 
@@ -131,7 +132,7 @@ def _ranks(values: list[float]) -> list[float]:
 def spearman(x: list[float], y: list[float]) -> float:
     """Spearman's rho with average ranks for ties; NaN when undefined (n < 2 or a constant side)."""
     if len(x) != len(y):
-        raise ValueError(f"spearman needs equal lengths; found {len(x)} and {len(y)}")
+        raise UsageError(f"spearman needs equal lengths; found {len(x)} and {len(y)}")
     if len(x) < 2:
         return math.nan
     rx, ry = np.asarray(_ranks(x)), np.asarray(_ranks(y))

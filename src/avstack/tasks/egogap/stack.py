@@ -9,6 +9,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from avstack.errors import UsageError
 from avstack.io import atomic_write
 from avstack.media.images import resize_max_side
 from avstack.prompting.messages import Image, Request, Text
@@ -36,7 +37,7 @@ class EgoGapStack:
             (self.options, OPTION_VARIANTS, "options"),
         ):
             if value not in allowed:
-                raise ValueError(f"{what} must be one of {', '.join(allowed)}; found {value!r}")
+                raise UsageError(f"{what} must be one of {', '.join(allowed)}; found {value!r}")
 
     @property
     def name(self) -> str:
@@ -94,7 +95,7 @@ def _transform(bgr: np.ndarray, variant: str, max_side: int) -> np.ndarray:
         return cv2.cvtColor(cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
     if variant == "downscale":
         return resize_max_side(bgr, max_side)
-    raise ValueError(f"no image transform named {variant!r}")
+    raise UsageError(f"no image transform named {variant!r}")
 
 
 def variant_image(source: Path, stack: EgoGapStack, cache: Path) -> Path:
@@ -107,10 +108,10 @@ def variant_image(source: Path, stack: EgoGapStack, cache: Path) -> Path:
     if not dest.is_file():
         bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
         if bgr is None:
-            raise ValueError(f"cannot decode image {source}")
+            raise UsageError(f"cannot decode image {source}")
         ok, buf = cv2.imencode(".jpg", _transform(bgr, stack.image, stack.max_side), [cv2.IMWRITE_JPEG_QUALITY, 95])
         if not ok:
-            raise ValueError(f"cannot encode {stack.image} of {source}")
+            raise UsageError(f"cannot encode {stack.image} of {source}")
         atomic_write(dest, buf.tobytes())
     return dest
 
@@ -127,7 +128,7 @@ def request_for(item: Item, stack: EgoGapStack, images: Path | None, cache: Path
     if stack.image == "text":
         return build_request(item, stack, None)
     if images is None:
-        raise ValueError(f"item {item.uid}: variant {stack.image!r} needs --images (the image folder)")
+        raise UsageError(f"item {item.uid}: variant {stack.image!r} needs --images (the image folder)")
     return build_request(item, stack, variant_image(image_path(item, images), stack, cache))
 
 

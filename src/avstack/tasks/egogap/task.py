@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.analysis.tables import Report, failed_label, failures_note, markdown_table
+from avstack.errors import UsageError
 from avstack.io import DataError, read_json_file, read_predictions
 from avstack.prompting.messages import Request
 from avstack.runs.ablation import AblationSpec, Scored, request_failures
@@ -67,7 +68,7 @@ def condition(token: str, base: EgoGapStack) -> EgoGapStack:
     if token.startswith("shuffle") and token[len("shuffle") :].isdigit():
         return replace(base, shuffle_seed=int(token[len("shuffle") :]))
     known = [*IMAGE_VARIANTS, *OPTION_VARIANTS[1:], *STYLES]
-    raise ValueError(f"egogap variant: expected full, {', '.join(known)} or shuffleN; got {token!r}")
+    raise UsageError(f"egogap variant: expected full, {', '.join(known)} or shuffleN; got {token!r}")
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def failures(s: Scored) -> dict[str, Any] | None:
 
 def bundles_of(prepared: Path | None, inputs: EgogapInputs) -> Path:
     if prepared is not None:
-        raise ValueError("--task egogap reads --bundles and --images, not a PREPARED folder")
+        raise UsageError("--task egogap reads --bundles and --images, not a PREPARED folder")
     return inputs.bundles_file()
 
 
@@ -135,7 +136,7 @@ def ablation(prepared: Path | None, inputs: EgogapInputs) -> EgoGapAblation:
 def export(prepared: Path | None, inputs: EgogapInputs, stack: EgoGapStack, opts: ExportOptions) -> Path:
     """One row per presented item under `stack`; an item whose image is missing is refused, named."""
     if opts.executor != "local":
-        raise ValueError("--executor ray: an EgoGap export is written here (--executor local)")
+        raise UsageError("--executor ray: an EgoGap export is written here (--executor local)")
     work = work_items(ablation(prepared, inputs).loaded, stack, inputs.images)
     bad = [f"{w.id}: {w.error}" for w in work if w.request is None]
     if bad:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.prompting.messages import Request
 from avstack.runs.runners import Answer, BackendBase, seeded_rng
 
@@ -15,7 +16,7 @@ class Oracle(BackendBase):
 
     def answer(self, request: Request | None, truth: dict[str, Any] | None = None) -> Answer:
         if not truth or "kind" not in truth:
-            raise ValueError("oracle needs the item's truth (videoqa runs pass it)")
+            raise UsageError("oracle needs the item's truth (videoqa runs pass it)")
         if truth["kind"] == "packed":  # several questions: each answer under its number
             return Answer(json.dumps({"answers": {n: _packed_truth(t) for n, t in truth["items"].items()}}))
         if truth["kind"] == "grounding" and truth["spans"]:
@@ -39,7 +40,7 @@ class Chance(BackendBase):
     def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
         shown, kind = request.meta.get("shown") or {}, request.meta.get("kind")
         if kind is None:
-            raise ValueError("this baseline answers videoqa requests (built by avstack.tasks.videoqa.prompt)")
+            raise UsageError("this baseline answers videoqa requests (built by avstack.tasks.videoqa.prompt)")
         rng = seeded_rng(request, f"{self.seed}:{request.meta.get('item_id')}")  # per question, not per clip
         if kind == "packed":
             return Answer(json.dumps({"answers": {str(q["n"]): self._guess(q["kind"], q["letters"], shown, rng)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from avstack.errors import UsageError
 from avstack.io import DataError
 from avstack.tasks.videoqa.items import Item, lettered, number, option_text, required_text
 
@@ -204,7 +205,7 @@ def load_questions(path: str | Path, fmt: str = "auto", root: str | Path | None 
     an item whose video is not there is an error too. Ids must be unique."""
     path = Path(path)
     if fmt not in FORMATS:
-        raise ValueError(f"--questions-format must be one of {', '.join(FORMATS)}; found {fmt!r}")
+        raise UsageError(f"--questions-format must be one of {', '.join(FORMATS)}; found {fmt!r}")
     if not path.is_file():
         raise DataError(f"questions file {path} does not exist")
     fmt = detect_format(path) if fmt == "auto" else fmt

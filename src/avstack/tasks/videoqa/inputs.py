@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from avstack.errors import UsageError
+
 NEEDS = (
     "--task videoqa needs the PREPARED folder and --questions FILE "
     "(JSONL/CSV, or Charades-STA, QVHighlights, Video-MME)"
@@ -21,5 +23,5 @@ class VideoqaInputs:
 
     def questions_file(self) -> Path:
         if self.questions is None:
-            raise ValueError(NEEDS)
+            raise UsageError(NEEDS)
         return Path(self.questions)

@@ -7,6 +7,7 @@ from functools import cached_property
 from pathlib import Path
 
 from avstack.analysis.tables import Report, markdown_table
+from avstack.errors import UsageError
 from avstack.io import DataError, read_predictions
 from avstack.manifest import ClipRecord, Prepared, opened
 from avstack.prompting.messages import Request
@@ -103,9 +104,9 @@ def write_task_requests(prepared: Path, inputs: VideoqaInputs, out: Path, stack:
 def export(prepared: Path | None, inputs: VideoqaInputs, stack: Stack, opts: ExportOptions) -> Path:
     """One row per question under `stack`; a question whose request cannot be made is refused, named."""
     if stack.packed:
-        raise ValueError("--pack: an export holds one row per question (export without --pack)")
+        raise UsageError("--pack: an export holds one row per question (export without --pack)")
     if opts.executor != "local":
-        raise ValueError("--executor ray: a videoqa export is written here (--executor local)")
+        raise UsageError("--executor ray: a videoqa export is written here (--executor local)")
     target = ablation(prepared, inputs)
     pairs = target.pairs[0]
     work = work_items(pairs, stack, target.prepared, inputs.prompt)

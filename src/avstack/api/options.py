@@ -1,6 +1,6 @@
 """The records a command's options become: how requests are sent (BackendOptions, inspect's
-GenerateConfig), how the plan counts and bills (Costing), what a command gives back (Done) and how
-it fails (CommandFailed); and the parsing of the options written as text (frame budgets, --pack)."""
+GenerateConfig), how the plan counts and bills (Costing), and what a command gives back (Done);
+and the parsing of the options written as text (frame budgets, --pack)."""
 
 from __future__ import annotations
 
@@ -8,46 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from avstack.runs.runners.base import DEFAULTS
-
-
-class CommandFailed(Exception):
-    """A command that ran and did not succeed: `code` is its exit status (1: items or arms failed,
-    or the input departed from the plan, after everything was written), `done` what it wrote."""
-
-    def __init__(self, message: str, code: int = 1, done: Done | None = None) -> None:
-        super().__init__(message)
-        self.code, self.done = code, done
-
-
-@dataclass(frozen=True)
-class BackendOptions:
-    """How every request of a command is sent, one record whatever the back-end (the answer key
-    holds the temperature, the longest answer and the JSON mode)."""
-
-    base_url: str | None = None  # an OpenAI-compatible server (else OPENAI_BASE_URL, or the provider's)
-    temperature: float = DEFAULTS["temperature"]
-    max_tokens: int = DEFAULTS["max_tokens"]
-    timeout: float = DEFAULTS["timeout"]  # seconds per request
-    audio_as: str = "input_audio"  # how an OpenAI-compatible server is sent a sound: input_audio or audio_url
-    # a sound's WAV samples: auto (as prepared where the server decodes IEEE float32, else PCM16),
-    # prepared or pcm16
-    audio_format: str = "auto"
-    json_mode: bool = DEFAULTS["json_mode"]
-
-    def kwargs(self) -> dict[str, Any]:
-        """The keywords the back-ends take (runs.runners.make_backend): the defaults left out, so a
-        back-end that has no use for one is never handed it."""
-        opts: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens, "timeout": self.timeout}
-        if not self.json_mode:
-            opts["json_mode"] = False
-        if self.base_url:
-            opts["base_url"] = self.base_url
-        if self.audio_as != "input_audio":
-            opts["audio_as"] = self.audio_as
-        if self.audio_format != "auto":
-            opts["audio_format"] = self.audio_format
-        return opts
+from avstack.errors import UsageError
+from avstack.runs.runners.base import BackendOptions
 
 
 @dataclass(frozen=True)
@@ -88,11 +50,11 @@ def frame_budgets(fps: str | float | None, max_frames: str | int | None, one: bo
             return [kind(v) for v in text.split(",") if v.strip()] or [None]
         except ValueError:
             what = "numbers" if kind is float else "whole numbers"
-            raise ValueError(f"{flag}: expected {what} (a comma list), found {text!r}") from None
+            raise UsageError(f"{flag}: expected {what} (a comma list), found {text!r}") from None
 
     rates, counts = values(fps, float, "--fps"), values(max_frames, int, "--max-frames")
     if one and len(rates) * len(counts) > 1:
-        raise ValueError("--fps, --max-frames: one value each for one stack (ablate compares several)")
+        raise UsageError("--fps, --max-frames: one value each for one stack (ablate compares several)")
     return tuple(dict.fromkeys(FrameBudget(r, n) for r in rates for n in counts))
 
 
@@ -103,7 +65,7 @@ def packs_of(given: str | bool) -> tuple[bool, ...]:
     said = {"off": False, "on": True}
     values = [v.strip() for v in given.split(",") if v.strip()]
     if not values or any(v not in said for v in values):
-        raise ValueError(f"--pack: expected off, on or off,on; found {given!r}")
+        raise UsageError(f"--pack: expected off, on or off,on; found {given!r}")
     return tuple(dict.fromkeys(said[v] for v in values))
 
 
@@ -111,3 +73,6 @@ def comma_list(given: str | Any) -> tuple[str, ...]:
     """A comma list option (or a sequence already) as a tuple of its non-empty items."""
     items = given.split(",") if isinstance(given, str) else list(given)
     return tuple(x.strip() for x in items if x.strip())
+
+
+__all__ = ["BackendOptions", "Costing", "Done", "comma_list", "frame_budgets", "packs_of"]

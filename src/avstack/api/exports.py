@@ -7,10 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from avstack.front.commands import PathLike, chosen_task
-from avstack.front.options import Done, frame_budgets
+from avstack.api.commands import PathLike, chosen_task
+from avstack.api.failures import speaks_flags
+from avstack.api.options import Done, frame_budgets
+from avstack.errors import UsageError
 
 
+@speaks_flags
 def export(
     prepared: PathLike | None = None,
     *,
@@ -43,12 +46,12 @@ def export(
         from avstack.features import export_features
 
         if prepared is None:
-            raise ValueError("--to features needs the PREPARED folder")
+            raise UsageError("--to features needs the PREPARED folder")
         path = export_features(prepared, out)
         return Done(f"wrote {path} (and {path.with_suffix('.parquet').name} when datasets is installed)", path)
     chosen, inputs = chosen_task(task, task_options)
     if chosen.export is None or chosen.run_stack is None:
-        raise ValueError(f"--task {task} has no export")
+        raise UsageError(f"--task {task} has no export")
     (budget,) = frame_budgets(fps, max_frames, one=True)
     stack = chosen.run_stack(StackChoice(variant, tuple(drop), ts_format, word_ts_format, layout, budget), inputs)
     opts = ExportOptions(to, out, model, max_tokens, shard_size, executor, ray_address)
@@ -56,10 +59,14 @@ def export(
     return Done(f"wrote {path} ({stack.name})", path)
 
 
-def view(first: PathLike, runs: Sequence[PathLike] = (), *, out: PathLike = "site") -> Done:
+@speaks_flags
+def view(
+    first: PathLike, runs: Sequence[PathLike] = (), *, out: PathLike = "site", serve: bool = False, port: int = 8000
+) -> Done:
     """The static, offline site of the folders' task: `first` is the prepared folder (EcoG,
     videoqa) or a run folder (EgoGap, whose folders are all runs); `runs` the run folders to show,
-    the first the baseline. The task is the one the runs' run.json names (EcoG without runs)."""
+    the first the baseline. The task is the one the runs' run.json names (EcoG without runs).
+    `serve`: then serve the site on 127.0.0.1:`port` until interrupted."""
     from avstack.io import read_json_file
     from avstack.tasks import task_of_run
 
@@ -67,6 +74,11 @@ def view(first: PathLike, runs: Sequence[PathLike] = (), *, out: PathLike = "sit
     named = next((f / "run.json" for f in [*folders, first] if (f / "run.json").is_file()), None)
     chosen = task_of_run(read_json_file(named, dict) if named else {})
     if chosen.view is None:
-        raise ValueError(f"--task {chosen.name} has no view")
+        raise UsageError(f"--task {chosen.name} has no view")
     index = chosen.view(first, folders, Path(out))
+    if serve:
+        from avstack.site.pages import serve as serve_site
+
+        print(f"site: {index}", flush=True)  # said before the server blocks
+        serve_site(Path(out), port)
     return Done(f"site: {index}", index)

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from avstack.front.options import BackendOptions, Costing
+from avstack.api.options import BackendOptions, Costing
+from avstack.errors import UsageError
 from avstack.runs.plan_record import Plan
 
 Say = Callable[[str], None]
@@ -21,10 +22,10 @@ def quiet(_: str) -> None:
 def backend_or_none(model: str, baselines: Any, backend: BackendOptions) -> Any:
     """The back-end, or None where it cannot be made here (a missing key or extra): planning needs
     none, and the run itself says why when it starts."""
-    from avstack.runs.runners import make_backend
+    from avstack.runs.runners import backend_from
 
     try:
-        return make_backend(model, baselines, **backend.kwargs())
+        return backend_from(model, baselines, backend)
     except (ValueError, ImportError):
         return None
 
@@ -88,11 +89,11 @@ def bill(plan: Plan, out: Path, costing: Costing, say: Say) -> Any:
     say(plan_table(plan))
     usd = plan.total.usd_at_most
     if usd is None or plan.price_usd_per_1m is None:
-        raise ValueError(
+        raise UsageError(
             f"--max-cost: the price of {plan.model} is not known (not in the price table); pass --prices FILE"
         )
     if usd["online"] > costing.max_cost:
-        raise ValueError(
+        raise UsageError(
             f"--max-cost {costing.max_cost:g} USD: the plan may cost up to {usd['online']:.2f} USD; nothing was sent"
         )
     return Budget(costing.max_cost, Price(**plan.price_usd_per_1m))

@@ -13,16 +13,16 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from avstack.front.options import (
+from avstack.api.failures import CommandFailed, speaks_flags
+from avstack.api.options import (
     BackendOptions,
-    CommandFailed,
     Costing,
     Done,
     comma_list,
     frame_budgets,
     packs_of,
 )
-from avstack.front.planning import (
+from avstack.api.planning import (
     Say,
     backend_or_none,
     bill,
@@ -32,9 +32,10 @@ from avstack.front.planning import (
     quiet,
     within_limits,
 )
+from avstack.errors import UsageError
 from avstack.io import Progress
 from avstack.runs.plan_record import Plan
-from avstack.runs.runners.base import DEFAULTS
+from avstack.runs.runners import DEFAULTS, refuse_unhonoured
 
 PathLike = str | Path
 
@@ -49,6 +50,7 @@ def chosen_task(task: str, offered: Mapping[str, Any]) -> tuple[Any, Any]:
     return chosen, task_inputs(chosen, offered, defaults)
 
 
+@speaks_flags
 def ablate(
     prepared: PathLike | None = None,
     *,
@@ -91,7 +93,7 @@ def ablate(
     arm's input departs from the plan; everything is written first."""
     from avstack.runs import ablation as engine
     from avstack.runs.engine import Asking, RunSettings
-    from avstack.runs.runners import make_backend
+    from avstack.runs.runners import backend_from
 
     out = Path(out)
     spec = engine.AblationSpec(
@@ -112,8 +114,9 @@ def ablate(
         aa=aa,
     )
     chosen, inputs = chosen_task(task, task_options)
+    refuse_unhonoured(model, chosen.baselines, backend)  # before anything is planned or sent
     if chosen.ablation is None:
-        raise ValueError(f"--task {task} has no ablation")
+        raise UsageError(f"--task {task} has no ablation")
     target = chosen.ablation(Path(prepared) if prepared is not None else None, inputs)
     engine.refused(target, spec)
     made = backend_or_none(model, chosen.baselines, backend)  # made once: the plan counts with it, the run asks it
@@ -134,7 +137,7 @@ def ablate(
         retry_failed=retry_failed,
     )
     if made is None:  # the plan went without it: now its own error, naming what is missing
-        made = make_backend(model, chosen.baselines, **backend.kwargs())
+        made = backend_from(model, chosen.baselines, backend)
     asking = Asking(made, model, out / "cache", settings, progress)
     report = engine.ablate(target, spec, asking, out, plan, strict_inputs)
     summary = f"{report.summary}\nfull report: {report.path}"
@@ -149,6 +152,7 @@ def ablate(
     return done
 
 
+@speaks_flags
 def run(
     prepared: PathLike | None = None,
     *,
@@ -179,17 +183,18 @@ def run(
     `costing.dry_run`, which stops there). The task's own options by keyword, as for `ablate`.
     Raises CommandFailed (code 1) when items got no answer; everything is written first."""
     from avstack.runs.engine import Asking, RunSettings
-    from avstack.runs.runners import make_backend
+    from avstack.runs.runners import backend_from
     from avstack.tasks import RunJob, StackChoice
 
     out = Path(out)
     chosen, inputs = chosen_task(task, task_options)
+    refuse_unhonoured(model, chosen.baselines, backend)  # before anything is planned or sent
     where = Path(prepared) if prepared is not None else None
     (budget,) = frame_budgets(fps, max_frames, one=True)
     choice = StackChoice(variant, tuple(drop), ts_format, word_ts_format, layout, budget, pack)
     plannable = chosen.ablation is not None and chosen.run_stack is not None
     if costing.dry_run and not plannable:
-        raise ValueError(f"--dry-run plans a task's requests; --task {task} has none to plan")
+        raise UsageError(f"--dry-run plans a task's requests; --task {task} has none to plan")
     budget_usd, made = None, None
     if plannable and (costing.dry_run or costing.fit_limits or has_limits(model, costing.providers)):
         made = backend_or_none(model, chosen.baselines, backend)  # made once: the plan counts with it, the run asks it
@@ -205,7 +210,7 @@ def run(
         retry_failed=retry_failed,
     )
     if made is None:  # not planned, or the plan went without it: now its own error, naming what is missing
-        made = make_backend(model, chosen.baselines, **backend.kwargs())
+        made = backend_from(model, chosen.baselines, backend)
     job = RunJob(Asking(made, model, None, settings, progress), out, where, inputs, choice)
     outcome = chosen.run(job)
     done = Done(outcome.summary, out, outcome.notes, result=outcome.result)

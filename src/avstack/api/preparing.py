@@ -1,0 +1,222 @@
+"""The prepare stage through the door: `prepare` (a folder of clips into frames at true times,
+audio and word-timed ASR), `transcribe` and `transcribe_files` (words on the clip's clock, as
+prepare times them), `sample_frames`, `open_prepared`, `sample_root` and `synth`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from avstack.api.failures import speaks_flags
+from avstack.api.options import Done
+from avstack.errors import InputError, UsageError
+from avstack.io import Progress
+from avstack.manifest import Prepared
+from avstack.preparation.driver import PrepareReport
+from avstack.preparation.settings import PrepareSettings, parse_anchors
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from avstack.asr.types import Transcript
+    from avstack.media.probe import Frame
+
+PathLike = str | os.PathLike[str]
+# prepare's flags named otherwise than the PrepareSettings fields they set
+PREPARE_FLAGS = {
+    "device": "asr_device",
+    "refine_words": "asr_refine",
+    "aligner": "asr_aligner",
+    "fillers": "asr_fillers",
+}
+
+
+@speaks_flags
+def prepare(
+    data_root: PathLike,
+    out: PathLike,
+    *,
+    anchors: str = "full",
+    fps: float = 2.0,
+    asr_model: str = "tiny.en",
+    lang: str | None = None,
+    asr_mode: str = "auto",
+    workers: int | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
+    include: Sequence[str] = (),
+    progress: Progress | None = None,
+    **settings: Any,
+) -> PrepareReport:
+    """Prepare every clip below `data_root` into `out` (frames at true times, audio, word-timed ASR,
+    a content-addressed cache and `out/manifest.jsonl`), exactly as `avstack prepare` does.
+
+    `anchors` is "full" or a comma list of frames, audio, asr; `lang` None or "auto" detects it (or
+    takes each clip's own); `asr_mode` auto | single | batched | packed; `executor` local | ray.
+    Further keywords are `PrepareSettings` fields (max_side, jpeg_quality, audio_track, asr_threads,
+    ...) or the command's names for them (device, refine_words, aligner, fillers).
+    An EcoG-Bench root is recognised by its folders; anything else is a plain folder of videos
+    (`include`: globs for odd file names).
+    Returns the report (counts, failed records); a failing clip never stops the others.
+    """
+    from avstack.preparation.driver import prepare as run_prepare
+    from avstack.tasks import all_layouts
+
+    lang = None if lang == "auto" else lang
+    # the command's own names for some fields (`avstack prepare --device --refine-words ...`)
+    fields = {PREPARE_FLAGS.get(k, k): v for k, v in settings.items()}
+    if fields.get("max_pixels", 0) is None:
+        fields.pop("max_pixels")  # not given: the default bound
+    # fps=1 and --fps 1 are one setting (the cache key reads 1.0 for both)
+    s = PrepareSettings(
+        anchors=parse_anchors(anchors), fps=float(fps), asr_model=asr_model, lang=lang, asr_mode=asr_mode
+    )
+    s = replace(s, **fields)
+    return run_prepare(Path(data_root), Path(out), s, workers, progress, all_layouts(), executor, ray_address, include)
+
+
+def sample_root() -> Path:
+    """The bundled sample set: seven EcoG-style English clips with their annotations (the data
+    `make demo` runs on), from the installed package, or a checkout's samples/ecog_en."""
+    from importlib.resources import files
+
+    try:
+        found = Path(str(files("avstack.samples") / "ecog_en"))
+    except ModuleNotFoundError:
+        found = Path(__file__).resolve().parents[2] / "samples" / "ecog_en"
+    if not found.is_dir():
+        raise FileNotFoundError(f"the bundled sample set is missing (looked in {found})")
+    return found
+
+
+def open_prepared(path: PathLike) -> Prepared:
+    """Open a prepared folder: `for clip in open_prepared(p): clip.frames[0].pts_ms`."""
+    return Prepared(path)
+
+
+def sample_frames(
+    video: PathLike,
+    *,
+    fps: float = 2.0,
+    times_ms: Sequence[int] | None = None,
+    max_side: int | None = None,
+    audio_track: int | None = None,
+) -> list[Frame]:
+    """Frames of one video file at true presentation times, in memory, no cache: the frame shown at
+    each of `times_ms` (or at 0, 1/fps, 2/fps, ...), then the clip's last frame, each once, in time
+    order. `Frame.pts_ms` is on the clip's one clock (time 0 where a player starts it; the audio
+    track can start it, hence `audio_track`); `Frame.index` is its place among the presented frames
+    (a label, not a time); `Frame.image` is RGB, upright."""
+    from avstack import media
+
+    sample = media.sample_frames(
+        video,
+        fps=fps,
+        times_ms=tuple(times_ms) if times_ms is not None else None,
+        max_side=max_side,
+        audio_track=audio_track,
+    )
+    return sample.frames
+
+
+@dataclass(frozen=True)
+class TranscribeOptions:
+    """How words are heard and timed, one record (faster-whisper's TranscriptionOptions): what
+    `avstack transcribe` parses its flags into and `transcribe` takes. `model`: tiny.en and base
+    work offline; any faster-whisper name or folder. `language` auto detects (English for a .en
+    model). `aligner`: what times the words (auto: phone HMMs on the audio for English, the
+    transcriber's own times elsewhere; self, none, or a model whose cross-attention times them).
+    `fillers`: the fillers found ("um", "uh") are in `Transcript.fillers` always, and among the
+    words too when True. `compute`: CTranslate2's compute type (auto: float32 on a CPU, the same
+    words on any CPU; int8 is faster, its words depend on the machine)."""
+
+    model: str = "tiny.en"
+    language: str = "auto"
+    device: str = "auto"
+    refine: bool = True
+    aligner: str = "auto"
+    fillers: bool = False
+    compute: str = "auto"
+
+    def settings(self) -> Any:
+        """The ASR settings these options make, "auto" resolved as `prepare` resolves it."""
+        from avstack.asr import AsrSettings, aligner_setting, language_setting
+        from avstack.asr.models import COMPUTE_TYPES
+
+        if self.compute not in COMPUTE_TYPES:
+            raise UsageError(f"--compute: expected one of {', '.join(COMPUTE_TYPES)}, found {self.compute!r}")
+        return AsrSettings(
+            model=self.model,
+            device=self.device,
+            language=language_setting(self.language, None, self.model),
+            refine=self.refine,
+            aligner=aligner_setting(self.aligner, self.model),
+            fillers=self.fillers,
+            compute_type=self.compute,
+        )
+
+
+@speaks_flags
+def transcribe(
+    audio_or_video: PathLike | np.ndarray, options: TranscribeOptions | None = None, **keywords: Any
+) -> Transcript:
+    """Words with times in ms (`Transcript.words`: text, begin_ms, end_ms, prob) from 16 kHz mono
+    float32 samples, or from a media file's heard audio track placed on the clip's clock (time 0
+    where a player starts the clip, so the times match `sample_frames` and `prepare`'s manifest
+    even where the audio track starts late). `options` (TranscribeOptions) or its fields by
+    keyword: `transcribe(path, model="base", language="en")`."""
+    import numpy as np
+
+    from avstack import media
+    from avstack.asr import Transcript
+    from avstack.asr import transcribe as run_asr
+
+    settings = (replace(options, **keywords) if options else TranscribeOptions(**keywords)).settings()
+    if isinstance(audio_or_video, np.ndarray):
+        return run_asr(audio_or_video.astype(np.float32, copy=False), settings)
+    path = Path(audio_or_video)
+    if not path.is_file():
+        raise InputError(f"{path}: expected a media file, found {'a folder' if path.exists() else 'nothing'}")
+    samples = media.load_audio(path, origin=media.clip_origin(media.probe(path))) if media.has_audio(path) else None
+    if samples is None:
+        return Transcript(settings.model, "", (), settings, ("no audio track",))
+    return run_asr(samples, settings)
+
+
+@dataclass(frozen=True)
+class FileWords:
+    """One file's words, or why it has none (a bad file never stops the others)."""
+
+    path: Path
+    transcript: Any = None  # a Transcript
+    error: dict[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The EcoG annotations shape, with the file's path (or its error)."""
+        said: dict[str, Any] = {"path": str(self.path)}
+        return said | ({"error": self.error} if self.error else self.transcript.to_ecog())
+
+
+def transcribe_files(paths: Sequence[PathLike], options: TranscribeOptions | None = None) -> Iterator[FileWords]:
+    """`avstack transcribe`: each file's words as `transcribe` gives them (on the clip's clock),
+    one at a time; a file that cannot be read is a FileWords with its error, and the rest go on.
+    Options that cannot be honoured are refused before any file is read."""
+    options = options or TranscribeOptions()
+    options.settings()  # refuses a bad option before the first file
+    for path in paths:
+        try:
+            yield FileWords(Path(path), transcribe(path, options))
+        except Exception as exc:  # one bad file never stops the others; it is recorded, named
+            yield FileWords(Path(path), error={"type": type(exc).__name__, "message": str(exc)})
+
+
+@speaks_flags
+def synth(out: PathLike, *, lang: str = "en", small: bool = True) -> Done:
+    """Write an EcoG-layout sample set with known frame and word timing (`avstack synth`)."""
+    from avstack.synthetic.sample_data import make_sample_set
+
+    clips = make_sample_set(out, lang=lang, small=small)
+    return Done(f"wrote {len(clips)} clips to {out}", Path(out))
