@@ -33,6 +33,11 @@ _NAMES: dict[str, str] = {
     # the records a command's options become, and what it gives back
     "BackendOptions": "avstack.runs.runners.base",
     "Costing": ".options",
+    "Sending": ".options",
+    "Ablating": ".options",
+    "PrepareJob": "avstack.preparation.settings",
+    "ExportOptions": "avstack.runs.exports",
+    "Rendering": ".requests",
     "Done": ".options",
     "TranscribeOptions": ".preparing",
     # the one error root, and a command that ran and failed
@@ -63,6 +68,15 @@ _NAMES: dict[str, str] = {
     "egogap_prompts": ".helpers",
     "egogap_export": ".helpers",
     "check_prompts": ".helpers",
+    # each option declared once, beside its field (the CLI is built from these)
+    "declared": "avstack.options",
+    "flag_default": "avstack.options",
+    "fold": "avstack.options",
+    "keyword_of": "avstack.options",
+    "MODEL": "avstack.options",
+    "PLAN": "avstack.options",
+    "TASK": "avstack.options",
+    "task_input_records": "avstack.tasks",
     # what the console shows (the CLI's progress and its one-line errors)
     "asr_progress": "avstack.asr.progress",
     "scrub": "avstack.runs.secrets",

@@ -8,20 +8,13 @@ declare."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 from avstack.api.failures import CommandFailed, speaks_flags
-from avstack.api.options import (
-    BackendOptions,
-    Costing,
-    Done,
-    comma_list,
-    frame_budgets,
-    packs_of,
-)
+from avstack.api.options import Ablating, BackendOptions, Costing, Done, Sending
 from avstack.api.planning import (
     Say,
     backend_or_none,
@@ -34,8 +27,10 @@ from avstack.api.planning import (
 )
 from avstack.errors import UsageError
 from avstack.io import Progress
+from avstack.options import fold
 from avstack.runs.plan_record import Plan
 from avstack.runs.runners import DEFAULTS, refuse_unhonoured
+from avstack.tasks import StackChoice
 
 PathLike = str | Path
 
@@ -56,71 +51,41 @@ def ablate(
     *,
     model: str,
     out: PathLike,
-    drop: Sequence[str] = (),
-    variants: str | Sequence[str] = "",
-    variant: str = "full",
     task: str = "ecog",
-    subsets: bool = False,
-    cluster: str | None = None,
-    ts_format: str | Sequence[str] = "ms",
-    word_ts_format: str = "json",
-    layout: str | Sequence[str] = "benchmark",
-    fps: str | float | None = None,
-    max_frames: str | int | None = None,
-    pack: str | bool = "off",
-    until: str = "all",
-    round_size: int | None = None,
-    precision: float | None = None,
-    seed: int = 0,
-    aa: bool = False,
+    ablating: Ablating | None = None,
+    backend: BackendOptions | None = None,
+    costing: Costing | None = None,
+    sending: Sending | None = None,
     strict_inputs: bool = False,
-    concurrency: int = 4,
-    batch: bool = False,
-    batch_poll: float = 30.0,
-    retry_failed: bool = False,
-    backend: BackendOptions = BackendOptions(),
-    costing: Costing = Costing(),
     say: Say = quiet,
     progress: Progress | None = None,
-    **task_options: Any,
+    **keywords: Any,
 ) -> Done:
     """The input-stack ablation of any registered task, as `avstack ablate` runs it: every arm
     planned and held to its parent before anything is sent, the provider's limits, the bill, then
-    every stack run, scored and reported into `out` (report.md, delta.csv, plan.json). The task's
-    own options by keyword (EcoG: asr, coord_order, prompt; videoqa: questions, questions_format,
+    every stack run, scored and reported into `out` (report.md, delta.csv, plan.json). The options
+    are records (what is compared: Ablating; how requests are sent: BackendOptions; how the plan
+    counts and bills: Costing; how requests go out: Sending), or their fields by keyword as the
+    command's flags name them (`drop=["word_ts"]`, `ts_format="ms,index"`, `dry_run=True`); the rest
+    are the task's own (EcoG: asr, coord_order, prompt; videoqa: questions, questions_format,
     prompt; EgoGap: bundles, images, style, options, shuffle_seed, max_side).
     Raises CommandFailed (code 1) when a stack's requests failed or, with `strict_inputs`, an
     arm's input departs from the plan; everything is written first."""
     from avstack.runs import ablation as engine
-    from avstack.runs.engine import Asking, RunSettings
+    from avstack.runs.engine import Asking
     from avstack.runs.runners import backend_from
 
     out = Path(out)
-    spec = engine.AblationSpec(
-        drops=tuple(dict.fromkeys(drop)),
-        variants=comma_list(variants),
-        baseline=variant,
-        subsets=subsets,
-        ts_formats=comma_list(ts_format),
-        word_ts_format=word_ts_format,
-        layouts=comma_list(layout),
-        budgets=frame_budgets(fps, max_frames),
-        packs=packs_of(pack),
-        cluster=cluster,
-        until=until,
-        round_size=round_size,
-        precision=precision,
-        seed=seed,
-        aa=aa,
-    )
-    chosen, inputs = chosen_task(task, task_options)
+    spec = fold(Ablating, keywords, ablating).spec()
+    backend, costing, sending = _sending(keywords, backend, costing, sending)
+    chosen, inputs = chosen_task(task, keywords)
     refuse_unhonoured(model, chosen.baselines, backend)  # before anything is planned or sent
     if chosen.ablation is None:
         raise UsageError(f"--task {task} has no ablation")
     target = chosen.ablation(Path(prepared) if prepared is not None else None, inputs)
     engine.refused(target, spec)
     made = backend_or_none(model, chosen.baselines, backend)  # made once: the plan counts with it, the run asks it
-    counting = counting_for(made, costing, clip_major=not batch)
+    counting = counting_for(made, costing, clip_major=not sending.batch)
 
     def replan(budgets: tuple[Any, ...]) -> Plan:
         again = replace(spec, budgets=budgets)
@@ -130,12 +95,7 @@ def ablate(
     spec = replace(spec, budgets=budgets)
     if costing.dry_run:
         return Done(planned(plan, out), out / "plan.json", plan=plan)
-    settings = RunSettings(
-        concurrency=concurrency,
-        budget=bill(plan, out, costing, say),
-        batch_poll_s=batch_poll if batch else None,
-        retry_failed=retry_failed,
-    )
+    settings = sending.settings(bill(plan, out, costing, say))
     if made is None:  # the plan went without it: now its own error, naming what is missing
         made = backend_from(model, chosen.baselines, backend)
     asking = Asking(made, model, out / "cache", settings, progress)
@@ -159,39 +119,30 @@ def run(
     model: str,
     out: PathLike,
     task: str = "ecog",
-    variant: str = "full",
-    drop: Sequence[str] = (),
-    ts_format: str = "ms",
-    word_ts_format: str = "json",
-    layout: str = "benchmark",
-    fps: str | float | None = None,
-    max_frames: str | int | None = None,
-    pack: bool = False,
-    concurrency: int = 4,
-    retries: int = 5,
-    batch: bool = False,
-    batch_poll: float = 30.0,
-    retry_failed: bool = False,
-    backend: BackendOptions = BackendOptions(),
-    costing: Costing = Costing(),
+    stack: StackChoice | None = None,
+    backend: BackendOptions | None = None,
+    costing: Costing | None = None,
+    sending: Sending | None = None,
     say: Say = quiet,
     progress: Progress | None = None,
-    **task_options: Any,
+    **keywords: Any,
 ) -> Done:
     """A model over a task's items under one stack, resumable, then scored, as `avstack run` does:
     planned first with the same records it sends with wherever the provider has limits (or with
-    `costing.dry_run`, which stops there). The task's own options by keyword, as for `ablate`.
+    `costing.dry_run`, which stops there). The stack is a StackChoice, the rest as for `ablate`:
+    records, or their fields by keyword as the flags name them (`variant="video"`, `drop=[...]`,
+    `fps=1`, `pack=True`), and the task's own options by keyword.
     Raises CommandFailed (code 1) when items got no answer; everything is written first."""
-    from avstack.runs.engine import Asking, RunSettings
+    from avstack.runs.engine import Asking
     from avstack.runs.runners import backend_from
-    from avstack.tasks import RunJob, StackChoice
+    from avstack.tasks import RunJob
 
     out = Path(out)
-    chosen, inputs = chosen_task(task, task_options)
+    choice = fold(StackChoice, keywords, stack)
+    backend, costing, sending = _sending(keywords, backend, costing, sending)
+    chosen, inputs = chosen_task(task, keywords)
     refuse_unhonoured(model, chosen.baselines, backend)  # before anything is planned or sent
     where = Path(prepared) if prepared is not None else None
-    (budget,) = frame_budgets(fps, max_frames, one=True)
-    choice = StackChoice(variant, tuple(drop), ts_format, word_ts_format, layout, budget, pack)
     plannable = chosen.ablation is not None and chosen.run_stack is not None
     if costing.dry_run and not plannable:
         raise UsageError(f"--dry-run plans a task's requests; --task {task} has none to plan")
@@ -202,13 +153,7 @@ def run(
         if costing.dry_run:
             return Done(planned(plan, out), out / "plan.json", plan=plan)
         budget_usd = bill(plan, out, costing, say)
-    settings = RunSettings(
-        concurrency=concurrency,
-        retries=retries,
-        budget=budget_usd,
-        batch_poll_s=batch_poll if batch else None,
-        retry_failed=retry_failed,
-    )
+    settings = sending.settings(budget_usd)
     if made is None:  # not planned, or the plan went without it: now its own error, naming what is missing
         made = backend_from(model, chosen.baselines, backend)
     job = RunJob(Asking(made, model, None, settings, progress), out, where, inputs, choice)
@@ -217,6 +162,14 @@ def run(
     if outcome.failed:  # the notes say which and why
         raise CommandFailed(next(iter(outcome.notes), "items failed"), 1, done)
     return done
+
+
+def _sending(
+    keywords: dict[str, Any], backend: BackendOptions | None, costing: Costing | None, sending: Sending | None
+) -> tuple[BackendOptions, Costing, Sending]:
+    """The records of how requests are sent, planned and billed, from the records given or their
+    fields among the keywords (taken out of them)."""
+    return fold(BackendOptions, keywords, backend), fold(Costing, keywords, costing), fold(Sending, keywords, sending)
 
 
 def _plan_run(

@@ -4,59 +4,49 @@ site, for every registered task (each task's own `export` and `view`; no branch 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from avstack.api.commands import PathLike, chosen_task
 from avstack.api.failures import speaks_flags
-from avstack.api.options import Done, frame_budgets
+from avstack.api.options import Done
 from avstack.errors import UsageError
+from avstack.options import fold
+from avstack.runs.exports import ExportOptions
+from avstack.tasks import StackChoice
 
 
 @speaks_flags
 def export(
     prepared: PathLike | None = None,
     *,
-    to: str,
-    out: PathLike,
     task: str = "ecog",
-    variant: str = "full",
-    drop: Sequence[str] = (),
-    ts_format: str = "ms",
-    word_ts_format: str = "json",
-    layout: str = "benchmark",
-    fps: str | float | None = None,
-    max_frames: str | int | None = None,
-    model: str = "gpt-4o",
-    max_tokens: int = 2048,
-    shard_size: int = 1000,
-    executor: str = "local",
-    ray_address: str | None = None,
-    **task_options: Any,
+    stack: StackChoice | None = None,
+    exporting: ExportOptions | None = None,
+    **keywords: Any,
 ) -> Done:
     """Every item of a task under one stack, as `avstack run` would send it, for another harness:
     `to` jsonl, openai-batch, hf (Parquet, images embedded) or lmms-eval (a task folder whose hooks
-    are the task's own parser and scorer); `features` for any prepared folder. The task's own
+    are the task's own parser and scorer); `features` for any prepared folder. Where and how it is
+    written is one record (ExportOptions: to, out, model, max_tokens, shard_size, executor,
+    ray_address), the stack another (StackChoice), or their fields by keyword; the task's own
     options by keyword, as for `run` (videoqa: questions; EgoGap: bundles, images, ...)."""
-    from avstack.runs.exports import ExportOptions
-    from avstack.tasks import StackChoice
-
-    out = Path(out)
-    if to == "features":
+    choice, opts = fold(StackChoice, keywords, stack), fold(ExportOptions, keywords, exporting)
+    opts = replace(opts, out=Path(opts.out))
+    if opts.to == "features":
         from avstack.features import export_features
 
         if prepared is None:
             raise UsageError("--to features needs the PREPARED folder")
-        path = export_features(prepared, out)
+        path = export_features(prepared, opts.out)
         return Done(f"wrote {path} (and {path.with_suffix('.parquet').name} when datasets is installed)", path)
-    chosen, inputs = chosen_task(task, task_options)
+    chosen, inputs = chosen_task(task, keywords)
     if chosen.export is None or chosen.run_stack is None:
         raise UsageError(f"--task {task} has no export")
-    (budget,) = frame_budgets(fps, max_frames, one=True)
-    stack = chosen.run_stack(StackChoice(variant, tuple(drop), ts_format, word_ts_format, layout, budget), inputs)
-    opts = ExportOptions(to, out, model, max_tokens, shard_size, executor, ray_address)
-    path = chosen.export(Path(prepared) if prepared is not None else None, inputs, stack, opts)
-    return Done(f"wrote {path} ({stack.name})", path)
+    made = chosen.run_stack(choice, inputs)
+    path = chosen.export(Path(prepared) if prepared is not None else None, inputs, made, opts)
+    return Done(f"wrote {path} ({made.name})", path)
 
 
 @speaks_flags

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from avstack.errors import UsageError
+from avstack.options import PLAN, ROUNDS, SEND, STACKS, option
+from avstack.prompting.budget import FPS_FLAG, MAX_FRAMES_FLAG, FrameBudget, comma_list, frame_budgets, packs_of
 from avstack.runs.runners.base import BackendOptions
 
 
@@ -16,13 +17,149 @@ from avstack.runs.runners.base import BackendOptions
 class Costing:
     """How the plan counts and bills before anything is sent."""
 
-    dry_run: bool = False  # only plan: requests, tokens and cost into OUT/plan.json
-    max_cost: float | None = None  # refuse to start above this (USD, online prices); stop once spent
-    detail: str = "high"  # the OpenAI image detail the plan counts
-    image_rule: str | None = None  # the image-token rule (default: by the model's name)
-    prices: Path | None = None  # a price table of one's own
-    providers: Path | None = None  # a providers file of one's own (cache rules, request limits)
-    fit_limits: bool = False  # lower a stack's frame budget to fit the provider's limits
+    dry_run: bool = option(False, "Only plan: requests, tokens, cost per stack into OUT/plan.json", panel=PLAN)
+    max_cost: float | None = option(
+        None, "Refuse to start when the plan may cost more (USD, online prices); stop once spent", panel=PLAN
+    )
+    detail: str = option("high", "OpenAI image detail the plan counts: high or low", panel=PLAN)
+    image_rule: str | None = option(
+        None,
+        "The image-token rule the plan counts by (default: by the model's name): openai-tiles, openai-patches, "
+        "gemini, qwen2-vl, qwen2-vl-llama.cpp, qwen3-vl, internvl, llava-onevision, gemma3, claude",
+        panel=PLAN,
+    )
+    prices: Path | None = option(None, "A price table of your own (JSON, as runs/prices.json)", panel=PLAN)
+    providers: Path | None = option(
+        None,
+        "A providers file of your own (JSON, as runs/providers.json): each model family's prompt-cache rule and "
+        "request limits (images, bytes, pixels, audio seconds, context tokens)",
+        panel=PLAN,
+    )
+    fit_limits: bool = option(
+        False,
+        "Where a stack would go over the provider's limits (images, bytes, pixels, context), lower its frame budget "
+        "to the largest that fits, and record it (else the plan refuses it, naming the limit)",
+        panel=PLAN,
+    )
+
+
+@dataclass(frozen=True)
+class Sending:
+    """How the requests of a run or an ablation go out: how many at once, retried how often, online
+    or through the provider's batch API, and whether failed items are asked again."""
+
+    concurrency: int = option(4, "Requests in flight", panel=SEND)
+    retries: int = option(5, "Retries on 429/5xx/timeouts", panel=SEND)
+    batch: bool = option(False, "Send through the provider's batch API (about half the price; resumable)", panel=SEND)
+    batch_poll: float = option(30.0, "--batch: seconds between polls", panel=SEND)
+    retry_failed: bool = option(False, "Ask again the items whose request failed (refused, 4xx, no answer)", panel=SEND)
+
+    def settings(self, budget: Any = None) -> Any:
+        """The engine's RunSettings of these choices, with the cost budget the plan's bill set."""
+        from avstack.runs.engine import RunSettings
+
+        return RunSettings(
+            concurrency=self.concurrency,
+            retries=self.retries,
+            budget=budget,
+            batch_poll_s=self.batch_poll if self.batch else None,
+            retry_failed=self.retry_failed,
+        )
+
+
+@dataclass(frozen=True)
+class Ablating:
+    """What `avstack ablate` compares and how far it asks, as its flags give it (comma lists are
+    axes); `spec()` is the engine's AblationSpec of it."""
+
+    drop: tuple[str, ...] = option((), "Anchor to drop (repeatable)", panel=STACKS, many=True)
+    variant: str = option(
+        "full", "The baseline variant: full, text, video, omni, video_asr (videoqa also subtitled)", panel=STACKS
+    )
+    variants: tuple[str, ...] = option(
+        (),
+        "Comma list of extra variants: text, video, omni, video_asr (each with its --drop); egogap: vflip, hflip, "
+        "gray, downscale, text, n3, swap_motor, egoplan, exclusion, shuffleN",
+        panel=STACKS,
+        text=str,
+        default_text="",
+        parse=comma_list,
+    )
+    subsets: bool = option(
+        False, "Run every subset of the --drop cues and report each cue's Shapley value", panel=STACKS, switch=True
+    )
+    ts_formats: tuple[str, ...] = option(
+        ("ms",),
+        "Comma list of frame-time formats to compare, e.g. ms,index,overlay",
+        panel=STACKS,
+        name="ts-format",
+        text=str,
+        default_text="ms",
+        parse=comma_list,
+    )
+    word_ts_format: str = option("json", "How word times are told: json, srt, inline", panel=STACKS)
+    layouts: tuple[str, ...] = option(
+        ("benchmark",),
+        "Comma list of layouts to compare: benchmark, shared-first (see run --help)",
+        panel=STACKS,
+        name="layout",
+        text=str,
+        default_text="benchmark",
+        parse=comma_list,
+    )
+    budgets: tuple[Any, ...] = option((FrameBudget(),), flags=(FPS_FLAG, MAX_FRAMES_FLAG), parse=frame_budgets)
+    packs: tuple[bool, ...] = option(
+        (False,),
+        "videoqa: off (a request a question), on (all of a video's questions in one request), or off,on to measure "
+        "what packing changes",
+        panel=STACKS,
+        name="pack",
+        text=str,
+        default_text="off",
+        parse=packs_of,
+    )
+    aa: bool = option(
+        False,
+        "Add the A/A arm (<baseline>-aa): the baseline asked again past every cache; the report gives the noise floor "
+        "(flip rate, its delta with a CI) and marks each cue whose |delta| lies within it",
+        panel=STACKS,
+    )
+    cluster: str | None = option(None, "Bootstrap whole clusters: scene, task_template, level or lang", panel=ROUNDS)
+    until: str = option(
+        "all", "all: every clip; decided: rounds of clips until every contrast is decided", panel=ROUNDS
+    )
+    round_size: int | None = option(
+        None,
+        "--until decided: items per round (default: growing rounds, a look after 10, 15, 23, 35, ... items)",
+        panel=ROUNDS,
+        name="round",
+    )
+    precision: float | None = option(
+        None, "--until decided: also stop when every interval is narrower (0-1)", panel=ROUNDS
+    )
+    seed: int = option(0, "--until decided: the seed of the clip order", panel=ROUNDS)
+
+    def spec(self) -> Any:
+        """The engine's AblationSpec (runs.ablation) of these choices."""
+        from avstack.runs.ablation import AblationSpec
+
+        return AblationSpec(
+            drops=tuple(dict.fromkeys(self.drop)),
+            variants=self.variants,
+            baseline=self.variant,
+            subsets=self.subsets,
+            ts_formats=self.ts_formats,
+            word_ts_format=self.word_ts_format,
+            layouts=self.layouts,
+            budgets=self.budgets,
+            packs=self.packs,
+            cluster=self.cluster,
+            until=self.until,
+            round_size=self.round_size,
+            precision=self.precision,
+            seed=self.seed,
+            aa=self.aa,
+        )
 
 
 @dataclass(frozen=True)
@@ -38,41 +175,4 @@ class Done:
     departed: dict[str, str] = field(default_factory=dict)  # per arm whose input departs from the plan
 
 
-def frame_budgets(fps: str | float | None, max_frames: str | int | None, one: bool = False) -> tuple[Any, ...]:
-    """--fps and --max-frames as frame budgets: every pair of the two comma lists (one, for a run)."""
-    from avstack.prompting.budget import FrameBudget
-
-    def values(given: str | float | int | None, kind: type, flag: str) -> list[Any]:
-        if given is None:
-            return [None]
-        text = str(given)
-        try:
-            return [kind(v) for v in text.split(",") if v.strip()] or [None]
-        except ValueError:
-            what = "numbers" if kind is float else "whole numbers"
-            raise UsageError(f"{flag}: expected {what} (a comma list), found {text!r}") from None
-
-    rates, counts = values(fps, float, "--fps"), values(max_frames, int, "--max-frames")
-    if one and len(rates) * len(counts) > 1:
-        raise UsageError("--fps, --max-frames: one value each for one stack (ablate compares several)")
-    return tuple(dict.fromkeys(FrameBudget(r, n) for r in rates for n in counts))
-
-
-def packs_of(given: str | bool) -> tuple[bool, ...]:
-    """--pack off | on | off,on (or a bool) as the ablation's packing axis."""
-    if isinstance(given, bool):
-        return (given,)
-    said = {"off": False, "on": True}
-    values = [v.strip() for v in given.split(",") if v.strip()]
-    if not values or any(v not in said for v in values):
-        raise UsageError(f"--pack: expected off, on or off,on; found {given!r}")
-    return tuple(dict.fromkeys(said[v] for v in values))
-
-
-def comma_list(given: str | Any) -> tuple[str, ...]:
-    """A comma list option (or a sequence already) as a tuple of its non-empty items."""
-    items = given.split(",") if isinstance(given, str) else list(given)
-    return tuple(x.strip() for x in items if x.strip())
-
-
-__all__ = ["BackendOptions", "Costing", "Done", "comma_list", "frame_budgets", "packs_of"]
+__all__ = ["Ablating", "BackendOptions", "Costing", "Done", "Sending", "comma_list", "frame_budgets", "packs_of"]

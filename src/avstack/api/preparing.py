@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +15,9 @@ from avstack.api.options import Done
 from avstack.errors import InputError, UsageError
 from avstack.io import Progress
 from avstack.manifest import Prepared
+from avstack.options import fold, option, refuse_unknown
 from avstack.preparation.driver import PrepareReport
-from avstack.preparation.settings import PrepareSettings, parse_anchors
+from avstack.preparation.settings import ALIGN_HELP, PrepareJob, PrepareSettings
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,57 +26,38 @@ if TYPE_CHECKING:
     from avstack.media.probe import Frame
 
 PathLike = str | os.PathLike[str]
+
+
 # prepare's flags named otherwise than the PrepareSettings fields they set
-PREPARE_FLAGS = {
-    "device": "asr_device",
-    "refine_words": "asr_refine",
-    "aligner": "asr_aligner",
-    "fillers": "asr_fillers",
-}
-
-
 @speaks_flags
 def prepare(
     data_root: PathLike,
     out: PathLike,
+    settings: PrepareSettings | None = None,
     *,
-    anchors: str = "full",
-    fps: float = 2.0,
-    asr_model: str = "tiny.en",
-    lang: str | None = None,
-    asr_mode: str = "auto",
-    workers: int | None = None,
-    executor: str = "local",
-    ray_address: str | None = None,
-    include: Sequence[str] = (),
+    job: PrepareJob | None = None,
     progress: Progress | None = None,
-    **settings: Any,
+    **keywords: Any,
 ) -> PrepareReport:
     """Prepare every clip below `data_root` into `out` (frames at true times, audio, word-timed ASR,
     a content-addressed cache and `out/manifest.jsonl`), exactly as `avstack prepare` does.
 
-    `anchors` is "full" or a comma list of frames, audio, asr; `lang` None or "auto" detects it (or
-    takes each clip's own); `asr_mode` auto | single | batched | packed; `executor` local | ray.
-    Further keywords are `PrepareSettings` fields (max_side, jpeg_quality, audio_track, asr_threads,
-    ...) or the command's names for them (device, refine_words, aligner, fillers).
-    An EcoG-Bench root is recognised by its folders; anything else is a plain folder of videos
-    (`include`: globs for odd file names).
-    Returns the report (counts, failed records); a failing clip never stops the others.
+    What to make is one record, `settings` (PrepareSettings), how the job runs another, `job`
+    (PrepareJob: workers, executor local | ray, ray_address, include: globs for odd file names);
+    or their fields by keyword, by name or as the command's flags say them: `anchors="frames,audio"`,
+    `fps=1`, `max_side=160`, `lang="auto"` (detect, or each clip's own), `device="cpu"`,
+    `refine_words=False`, `workers=1`. An EcoG-Bench root is recognised by its folders; anything
+    else is a plain folder of videos. Returns the report (counts, failed records); a failing clip
+    never stops the others.
     """
     from avstack.preparation.driver import prepare as run_prepare
     from avstack.tasks import all_layouts
 
-    lang = None if lang == "auto" else lang
-    # the command's own names for some fields (`avstack prepare --device --refine-words ...`)
-    fields = {PREPARE_FLAGS.get(k, k): v for k, v in settings.items()}
-    if fields.get("max_pixels", 0) is None:
-        fields.pop("max_pixels")  # not given: the default bound
-    # fps=1 and --fps 1 are one setting (the cache key reads 1.0 for both)
-    s = PrepareSettings(
-        anchors=parse_anchors(anchors), fps=float(fps), asr_model=asr_model, lang=lang, asr_mode=asr_mode
+    s, j = fold(PrepareSettings, keywords, settings), fold(PrepareJob, keywords, job)
+    refuse_unknown("prepare", keywords, PrepareSettings, PrepareJob)
+    return run_prepare(
+        Path(data_root), Path(out), s, j.workers, progress, all_layouts(), j.executor, j.ray_address, j.include
     )
-    s = replace(s, **fields)
-    return run_prepare(Path(data_root), Path(out), s, workers, progress, all_layouts(), executor, ray_address, include)
 
 
 def sample_root() -> Path:
@@ -133,13 +115,15 @@ class TranscribeOptions:
     words too when True. `compute`: CTranslate2's compute type (auto: float32 on a CPU, the same
     words on any CPU; int8 is faster, its words depend on the machine)."""
 
-    model: str = "tiny.en"
-    language: str = "auto"
-    device: str = "auto"
-    refine: bool = True
-    aligner: str = "auto"
-    fillers: bool = False
-    compute: str = "auto"
+    model: str = option("tiny.en", "faster-whisper model name or folder")
+    language: str = option("auto", "auto, en, zh, ...", name="lang")
+    device: str = option("auto", "auto, cpu, cuda")
+    refine: bool = option(True, "Snap word edges to speech-energy edges", switch=True)
+    aligner: str = option("auto", ALIGN_HELP)
+    fillers: bool = option(False, "Report the fillers found (um, uh, er) as words too", switch=True)
+    compute: str = option(
+        "auto", "CTranslate2 compute type: auto (float32 on a CPU, the same words anywhere), int8, ..."
+    )
 
     def settings(self) -> Any:
         """The ASR settings these options make, "auto" resolved as `prepare` resolves it."""
@@ -174,7 +158,8 @@ def transcribe(
     from avstack.asr import Transcript
     from avstack.asr import transcribe as run_asr
 
-    settings = (replace(options, **keywords) if options else TranscribeOptions(**keywords)).settings()
+    settings = fold(TranscribeOptions, keywords, options).settings()
+    refuse_unknown("transcribe", keywords, TranscribeOptions)
     if isinstance(audio_or_video, np.ndarray):
         return run_asr(audio_or_video.astype(np.float32, copy=False), settings)
     path = Path(audio_or_video)

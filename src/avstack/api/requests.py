@@ -4,12 +4,15 @@ EcoG clip's request for an API) and `write_stacks` (`avstack stacks`: every item
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from avstack.api.failures import speaks_flags
-from avstack.api.options import Done, frame_budgets
+from avstack.api.options import Done
 from avstack.manifest import ClipRecord, Prepared
+from avstack.options import fold, option
+from avstack.tasks import StackChoice
 
 if TYPE_CHECKING:
     from avstack.prompting.stacks import Stack
@@ -52,34 +55,35 @@ def render(
     return req.to_neutral() if format == "neutral" else render_request(req, format, media_mode)
 
 
+@dataclass(frozen=True)
+class Rendering:
+    """How `avstack stacks` writes each request: for which API, with media as paths or inline."""
+
+    format: str = option("openai", "openai, gemini, hf or neutral")
+    media_mode: str = option("path", "path or data (inline base64)", name="media")
+
+
 @speaks_flags
 def write_stacks(
     prepared: PathLike,
     *,
     out: PathLike,
     task: str = "ecog",
-    variant: str = "full",
-    drop: Sequence[str] = (),
-    ts_format: str = "ms",
-    word_ts_format: str = "json",
-    layout: str = "benchmark",
-    fps: str | float | None = None,
-    max_frames: str | int | None = None,
-    format: str = "openai",
-    media_mode: str = "path",
-    **task_options: Any,
+    stack: StackChoice | None = None,
+    rendering: Rendering | None = None,
+    **keywords: Any,
 ) -> Done:
     """`avstack stacks`: the rendered request of every item of a task (EcoG: every clip; videoqa:
-    every question) under one input stack, one JSON line each, into `out`. The task's own options
-    by keyword, as for `run` (EcoG: asr, coord_order, prompt; videoqa: questions, ...)."""
+    every question) under one input stack, one JSON line each, into `out`. The stack (StackChoice)
+    and the rendering (Rendering: format, media) are records, or their fields by keyword; the
+    task's own options by keyword, as for `run` (EcoG: asr, coord_order, prompt; videoqa: ...)."""
     from avstack.api.commands import chosen_task
     from avstack.errors import UsageError
-    from avstack.tasks import StackChoice
 
-    chosen, inputs = chosen_task(task, task_options)
+    choice, how = fold(StackChoice, keywords, stack), fold(Rendering, keywords, rendering)
+    chosen, inputs = chosen_task(task, keywords)
     if chosen.write_requests is None or chosen.run_stack is None:
         raise UsageError(f"--task {task} has no requests over a prepared folder to write")
-    (budget,) = frame_budgets(fps, max_frames, one=True)
-    made = chosen.run_stack(StackChoice(variant, tuple(drop), ts_format, word_ts_format, layout, budget), inputs)
-    n = chosen.write_requests(Path(prepared), inputs, Path(out), made, format, media_mode)
-    return Done(f"wrote {n} requests ({made.name}, {format}) to {out}", Path(out))
+    made = chosen.run_stack(choice, inputs)
+    n = chosen.write_requests(Path(prepared), inputs, Path(out), made, how.format, how.media_mode)
+    return Done(f"wrote {n} requests ({made.name}, {how.format}) to {out}", Path(out))

@@ -16,8 +16,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from avstack.errors import UsageError
+from avstack.options import STACKS, Flag
 
 _NAME = re.compile(r"^(?:(?P<fps>\d+(?:\.\d+)?)fps)?-?(?:(?P<n>\d+)f)?$")
+
+
+FPS_FLAG = Flag(
+    "Frame budget at stack time: at most this many frames a second, picked from the prepared ones uniformly in "
+    "time, each at its true pts (ablate: a comma list is an axis)",
+    STACKS,
+    name="fps",
+    text=str | None,
+)
+MAX_FRAMES_FLAG = Flag(
+    "Frame budget at stack time: at most this many frames, spread evenly in time over the prepared ones, first "
+    "and last kept (ablate: a comma list such as 8,32,128 is an axis)",
+    STACKS,
+    name="max-frames",
+    text=str | None,
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +86,48 @@ class FrameBudget:
             ticks = [first + (last - first) * k / (n - 1) for k in range(n)] if n > 1 else [first]
             keep = [keep[j] for j in _nearest(times, list(range(len(times))), ticks)]
         return keep
+
+
+def frame_budgets(fps: str | float | None, max_frames: str | int | None, one: bool = False) -> tuple[Any, ...]:
+    """--fps and --max-frames as frame budgets: every pair of the two comma lists (one, for a run)."""
+
+    def values(given: str | float | int | None, kind: type, flag: str) -> list[Any]:
+        if given is None:
+            return [None]
+        text = str(given)
+        try:
+            return [kind(v) for v in text.split(",") if v.strip()] or [None]
+        except ValueError:
+            what = "numbers" if kind is float else "whole numbers"
+            raise UsageError(f"{flag}: expected {what} (a comma list), found {text!r}") from None
+
+    rates, counts = values(fps, float, "--fps"), values(max_frames, int, "--max-frames")
+    if one and len(rates) * len(counts) > 1:
+        raise UsageError("--fps, --max-frames: one value each for one stack (ablate compares several)")
+    return tuple(dict.fromkeys(FrameBudget(r, n) for r in rates for n in counts))
+
+
+def packs_of(given: str | bool) -> tuple[bool, ...]:
+    """--pack off | on | off,on (or a bool) as the ablation's packing axis."""
+    if isinstance(given, bool):
+        return (given,)
+    said = {"off": False, "on": True}
+    values = [v.strip() for v in given.split(",") if v.strip()]
+    if not values or any(v not in said for v in values):
+        raise UsageError(f"--pack: expected off, on or off,on; found {given!r}")
+    return tuple(dict.fromkeys(said[v] for v in values))
+
+
+def comma_list(given: str | Any) -> tuple[str, ...]:
+    """A comma list option (or a sequence already) as a tuple of its non-empty items."""
+    items = given.split(",") if isinstance(given, str) else list(given)
+    return tuple(x.strip() for x in items if x.strip())
+
+
+def one_budget(fps: str | float | None, max_frames: str | int | None) -> FrameBudget:
+    """--fps and --max-frames of one stack (a run's) as its frame budget."""
+    (budget,) = frame_budgets(fps, max_frames, one=True)
+    return budget  # type: ignore[no-any-return]
 
 
 def _nearest(times: Sequence[int], among: list[int], ticks: Sequence[float]) -> list[int]:

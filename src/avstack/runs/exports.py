@@ -14,6 +14,7 @@ from typing import Any
 
 from avstack.errors import MissingPackage, UsageError
 from avstack.io import DataError, atomic_write, write_jsonl_atomic
+from avstack.options import OUTPUT, option
 from avstack.prompting.messages import Audio, Request, Text, Video, flat_prompt, to_openai
 
 FORMATS = ("jsonl", "openai-batch", "hf", "lmms-eval")
@@ -24,13 +25,15 @@ SHARD_SIZE = 1000  # rows per Parquet shard
 class ExportOptions:
     """Where and how an export is written (`avstack export`'s options beside the stack)."""
 
-    to: str
-    out: Path
-    model: str = "gpt-4o"  # named in openai-batch request bodies
-    max_tokens: int = 2048  # in openai-batch bodies and the lmms-eval task's generation
-    shard_size: int = SHARD_SIZE
-    executor: str = "local"  # EcoG's export: or ray (shards written by Ray Data workers)
-    ray_address: str | None = None
+    to: str = option(
+        "jsonl", "jsonl, openai-batch, hf, lmms-eval (a task folder), or features", panel=OUTPUT, name="to"
+    )
+    out: Path = option(Path("export"), "Output folder", panel=OUTPUT, short="-o")
+    model: str = option("gpt-4o", "Model named in openai-batch request bodies", panel=OUTPUT)
+    max_tokens: int = option(2048, "Longest answer (openai-batch bodies, lmms-eval generation)", panel=OUTPUT)
+    shard_size: int = option(SHARD_SIZE, "Rows per shard (per Parquet file for hf)", panel=OUTPUT)
+    executor: str = option("local", "local, or ray (ecog: shards written by Ray Data workers)", panel=OUTPUT)
+    ray_address: str | None = option(None, "Ray cluster address (default RAY_ADDRESS)", panel=OUTPUT)
 
 
 @dataclass(frozen=True)

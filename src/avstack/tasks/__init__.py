@@ -18,10 +18,18 @@ from typing import Any
 
 from avstack.analysis.tables import Report
 from avstack.errors import UsageError
+from avstack.options import STACKS, option
 from avstack.preparation.discover import Layout
+from avstack.prompting.budget import FPS_FLAG, MAX_FRAMES_FLAG, one_budget
 from avstack.runs.engine import Asking
 from avstack.runs.runners import Backend, make_backend
 
+TS_HELP = "How frame times are told: ms, seconds, mmss, qwen, index, overlay"
+WORDS_HELP = "How word times are told: json, srt, inline"
+LAYOUT_HELP = (
+    "Where what a clip's stacks share goes: benchmark (its own order) or shared-first (the frames with their tags "
+    "before the instruction and the ASR block, so a provider's prompt cache serves them)"
+)
 REGISTRY: dict[str, str] = {  # task name -> module holding its TASK
     "ecog": "avstack.tasks.ecog.task",
     "egogap": "avstack.tasks.egogap.task",
@@ -62,13 +70,24 @@ class StackChoice:
     stack of anchors of it; EgoGap takes only its variant, its conditions being its own inputs);
     a task refuses, naming them, the fields it has no use for."""
 
-    variant: str = "full"
-    drop: tuple[str, ...] = ()
-    ts_format: str = "ms"
-    word_ts_format: str = "json"
-    layout: str = "benchmark"  # EcoG, videoqa: where what a clip's stacks share goes
-    budget: Any = None  # a prompting.budget.FrameBudget (--fps, --max-frames); None: every frame
-    packed: bool = False  # videoqa: all of a video's questions in one request (--pack)
+    variant: str = option(
+        "full",
+        "ecog, videoqa: full, video, text, omni, video_asr (videoqa: subtitled); egogap: image, vflip, ...",
+        panel=STACKS,
+    )
+    drop: tuple[str, ...] = option(
+        (), "Anchor to drop: frame_ts, word_ts, asr, frames (repeatable)", panel=STACKS, many=True
+    )
+    ts_format: str = option("ms", TS_HELP, panel=STACKS)
+    word_ts_format: str = option("json", WORDS_HELP, panel=STACKS)
+    # EcoG, videoqa: where what a clip's stacks share goes
+    layout: str = option("benchmark", LAYOUT_HELP, panel=STACKS)
+    # a prompting.budget.FrameBudget (--fps, --max-frames); None: every frame
+    budget: Any = option(None, flags=(FPS_FLAG, MAX_FRAMES_FLAG), parse=one_budget)
+    # videoqa: all of a video's questions in one request (--pack)
+    packed: bool = option(
+        False, "videoqa: all of a video's questions in one request, each answer parsed back", panel=STACKS, name="pack"
+    )
 
     def given(self) -> list[str]:
         """The fields set away from their defaults (the variant apart; an unbounded budget is none)."""
@@ -190,6 +209,11 @@ def task_inputs(task: Task, offered: Mapping[str, Any], defaults: Mapping[str, A
     given = [n for n, v in offered.items() if n not in declared and v != defaults.get(n)]
     refuse_flags(task.name, given, declared)
     return task.inputs(**{n: v for n, v in offered.items() if n in declared})
+
+
+def task_input_records() -> list[type]:
+    """Every registered task's own inputs record (Task.inputs), each declaring its flags."""
+    return [task.inputs for task in all_tasks() if is_dataclass(task.inputs)]
 
 
 def input_names() -> list[str]:

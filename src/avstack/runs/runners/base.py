@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from avstack.errors import MissingPackage
+from avstack.options import MODEL, SEND, given, option
+from avstack.options import flag_of as declared_flag
 from avstack.prompting.messages import Request
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})  # HTTP codes worth retrying
@@ -22,19 +24,36 @@ class BackendOptions:
     """How every request of a command is sent, one record whatever the back-end (the answer key
     holds the temperature, the longest answer and the JSON mode)."""
 
-    base_url: str | None = None  # an OpenAI-compatible server (else OPENAI_BASE_URL, or the provider's)
-    temperature: float = DEFAULTS["temperature"]
-    max_tokens: int = DEFAULTS["max_tokens"]
-    timeout: float = DEFAULTS["timeout"]  # seconds per request
-    audio_as: str = "input_audio"  # how an OpenAI-compatible server is sent a sound: input_audio or audio_url
-    # a sound's WAV samples: auto (as prepared where the server decodes IEEE float32, else PCM16),
-    # prepared or pcm16
-    audio_format: str = "auto"
-    json_mode: bool = DEFAULTS["json_mode"]
+    base_url: str | None = option(None, "OpenAI-compatible server (or OPENAI_BASE_URL)", panel=MODEL)
+    temperature: float = option(
+        DEFAULTS["temperature"], "Sampling temperature (recorded, part of the answer key)", panel=MODEL
+    )
+    max_tokens: int = option(
+        DEFAULTS["max_tokens"], "Longest answer in tokens (recorded, part of the answer key)", panel=MODEL
+    )
+    json_mode: bool = option(
+        DEFAULTS["json_mode"],
+        "Ask for a JSON answer (response_format json_object, Gemini's JSON MIME type); off to send the request as a "
+        "harness without it does (recorded, part of the answer key)",
+        panel=MODEL,
+        switch=True,
+    )
+    audio_as: str = option(
+        "input_audio",
+        "OpenAI-compatible servers: how a sound is sent: input_audio (OpenAI, vLLM) or audio_url (vLLM)",
+        panel=MODEL,
+    )
+    audio_format: str = option(
+        "auto",
+        "OpenAI-compatible servers: a sound's WAV samples: auto (as prepared, IEEE float32, where the server decodes "
+        "it: llama.cpp, vLLM; else 16-bit PCM), prepared or pcm16",
+        panel=MODEL,
+    )
+    timeout: float = option(DEFAULTS["timeout"], "Seconds per request", panel=SEND)
 
     def given(self) -> list[str]:
         """The options set away from their defaults: what the user gave (a default is not given)."""
-        return [f.name for f in fields(self) if getattr(self, f.name) != f.default]
+        return given(self)
 
     def kwargs(self) -> dict[str, Any]:
         """The keywords the back-ends take (runs.runners.make_backend): the defaults left out, so a
@@ -51,9 +70,9 @@ class BackendOptions:
         return opts
 
 
-def flag_of(option: str) -> str:
+def flag_of(name: str) -> str:
     """A BackendOptions field as the flag that sets it."""
-    return "--" + option.replace("_", "-")
+    return declared_flag(BackendOptions, name)
 
 
 @dataclass

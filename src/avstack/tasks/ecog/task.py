@@ -8,6 +8,7 @@ from pathlib import Path
 from avstack.analysis.tables import Report
 from avstack.io import DataError, read_predictions
 from avstack.manifest import Prepared, opened
+from avstack.options import TASK, option
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack, interface_pairs, make_stack
 from avstack.runs.ablation import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
@@ -74,9 +75,13 @@ class EcogAblation:
 class EcogInputs:
     """EcoG's own options, named as their flags."""
 
-    asr: str | None = None  # whose words: whisper (ours) or source (the annotations'); None: ours
-    coord_order: str = "xy"  # the order of a point's coordinates in answers
-    prompt: Path | None = None  # a folder of prompt templates; None: the shipped ones
+    asr: str | None = option(
+        None, "ecog: whose words, whisper (ours) or source (annotations); default ours", panel=TASK
+    )
+    coord_order: str = option("xy", "ecog: xy or yx (the order of a point's coordinates in answers)", panel=TASK)
+    prompt: Path | None = option(
+        None, "A folder of prompt templates (system.j2, user.j2; see README); default: the shipped ones", panel=TASK
+    )
 
     def options(self) -> EcogOptions:
         return EcogOptions(self.coord_order, self.asr, prompt_dir=self.prompt)

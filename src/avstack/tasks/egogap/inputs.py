@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from avstack.errors import UsageError
+from avstack.options import TASK, option
 from avstack.tasks.egogap.stack import EgoGapStack
 
 
@@ -13,12 +14,12 @@ from avstack.tasks.egogap.stack import EgoGapStack
 class EgogapInputs:
     """EgoGap's own options, named as their flags: the bundles and images, and the condition."""
 
-    bundles: Path | None = None  # the *.bundles.jsonl file
-    images: Path | None = None  # the image folder (COCO train2017, wikimedia)
-    style: str = "default"  # the prompt style: default, egoplan, exclusion
-    options: str = "all"  # all, n3 (drop off-vantage), swap_motor
-    shuffle_seed: int | None = None  # the options shuffled and re-lettered
-    max_side: int = 512  # the downscale variant's longest side
+    bundles: Path | None = option(None, "egogap: the *.bundles.jsonl file", panel=TASK)
+    images: Path | None = option(None, "egogap: the image folder (COCO train2017, wikimedia)", panel=TASK)
+    style: str = option("default", "egogap: the prompt style, default, egoplan or exclusion", panel=TASK)
+    options: str = option("all", "egogap: the options, all, n3 (drop off-vantage) or swap_motor", panel=TASK)
+    shuffle_seed: int | None = option(None, "egogap: shuffle and re-letter the options with this seed", panel=TASK)
+    max_side: int = option(512, "egogap: the downscale variant's longest side in px", panel=TASK)
 
     def stack(self, variant: str = "image") -> EgoGapStack:
         return EgoGapStack(self.style, variant, self.options, self.shuffle_seed, self.max_side)

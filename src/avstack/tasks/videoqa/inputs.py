@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from avstack.errors import UsageError
+from avstack.options import TASK, option
 
 NEEDS = (
     "--task videoqa needs the PREPARED folder and --questions FILE "
@@ -17,9 +18,15 @@ NEEDS = (
 class VideoqaInputs:
     """videoqa's own options, named as their flags (packing is a stack's: --pack)."""
 
-    questions: Path | None = None  # the questions file
-    questions_format: str = "auto"  # auto, generic, charades, qvhighlights or videomme
-    prompt: Path | None = None  # a folder of prompt templates; None: the shipped ones
+    questions: Path | None = option(
+        None,
+        "videoqa: the questions file (JSONL/CSV; Charades-STA .txt, QVHighlights .jsonl, Video-MME table)",
+        panel=TASK,
+    )
+    questions_format: str = option("auto", "videoqa: auto, generic, charades, qvhighlights or videomme", panel=TASK)
+    prompt: Path | None = option(
+        None, "A folder of prompt templates (system.j2, user.j2; see README); default: the shipped ones", panel=TASK
+    )
 
     def questions_file(self) -> Path:
         if self.questions is None:
