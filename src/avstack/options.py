@@ -141,19 +141,16 @@ def fold(record: type, keywords: dict[str, Any], base: Any = None) -> Any:
     said_of = {f.name: said for f, said in declared(record)}
     for f in dataclasses.fields(record):
         said = said_of.get(f.name)
-        if f.name in keywords and (said is None or said.parse is None or f.name not in _keywords(f, said)):
-            values[f.name] = keywords.pop(f.name)  # the field itself, by name
-            continue
-        if said is None:
-            continue
-        names = _keywords(f, said)
+        names = _keywords(f, said) if said else []
         if not any(n in keywords for n in names):
+            if f.name in keywords:
+                values[f.name] = keywords.pop(f.name)  # the field itself, by its name
             continue
         given = [keywords.pop(n, None) for n in names]
-        if said.parse is not None:
-            values[f.name] = said.parse(*given)
-        elif said.flags[0].many:
-            if given[0] is not None:
+        if said.parse is not None:  # type: ignore[union-attr]
+            values[f.name] = said.parse(*given)  # type: ignore[union-attr]
+        elif said.flags[0].many:  # type: ignore[union-attr]
+            if given[0] is not None:  # a repeatable flag not given: the field's default
                 values[f.name] = tuple(given[0])
         else:
             values[f.name] = given[0]

@@ -1,8 +1,8 @@
 """How a door call fails: `CommandFailed` (it ran, and items or arms failed after everything was
 written: exit 1) and `speaks_flags`, which every door function wears so that what the core raises
 reaches the caller as an AvstackError in the command line's words (the flags), whether the caller
-is the CLI or a script. Nothing else is translated: any other exception is a bug and keeps its
-traceback."""
+is the CLI or a script; an OSError (a missing path, a read-only or full disk) is the user's to mend
+too. Nothing else is translated: any other exception is a bug and keeps its traceback."""
 
 from __future__ import annotations
 
@@ -29,8 +29,6 @@ class RunRefused(AvstackError, RuntimeError):
     stopped, and nothing was recorded for what it refused."""
 
 
-# a path the user named that the OS cannot open: the user's to mend, not a bug
-_PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
 
 
 def speaks_flags(fn: F) -> F:
@@ -42,7 +40,7 @@ def speaks_flags(fn: F) -> F:
             return fn(*args, **kwargs)
         except AvstackError:
             raise
-        except _PATH_ERRORS as exc:
+        except OSError as exc:  # a path, a disk or a folder of the user's (missing, read-only, full)
             raise InputError(str(exc)) from exc
         except RuntimeError as exc:
             from avstack.runs.runners.base import FatalError  # imported only here: the door stays light

@@ -68,7 +68,7 @@ def sample_root() -> Path:
     try:
         found = Path(str(files("avstack.samples") / "ecog_en"))
     except ModuleNotFoundError:
-        found = Path(__file__).resolve().parents[2] / "samples" / "ecog_en"
+        found = Path(__file__).resolve().parents[3] / "samples" / "ecog_en"
     if not found.is_dir():
         raise FileNotFoundError(f"the bundled sample set is missing (looked in {found})")
     return found
@@ -165,7 +165,10 @@ def transcribe(
     path = Path(audio_or_video)
     if not path.is_file():
         raise InputError(f"{path}: expected a media file, found {'a folder' if path.exists() else 'nothing'}")
-    samples = media.load_audio(path, origin=media.clip_origin(media.probe(path))) if media.has_audio(path) else None
+    # a video's clock starts where a player starts it (its earliest stream); a sound file's, at
+    # its own first sample
+    origin = media.clip_origin(media.probe(path)) if media.has_video(path) else None
+    samples = media.load_audio(path, origin=origin) if media.has_audio(path) else None
     if samples is None:
         return Transcript(settings.model, "", (), settings, ("no audio track",))
     return run_asr(samples, settings)

@@ -9,7 +9,7 @@ May import: avstack.io, avstack.limits. Nothing else of avstack (a decoder knows
 prompt, no task).
 """
 
-from avstack.media.audio import has_audio, iter_audio, load_audio
+from avstack.media.audio import has_audio, has_video, iter_audio, load_audio
 from avstack.media.decode import (
     DECODE_PATHS,
     SELECTIVE_CODECS,
@@ -47,7 +47,8 @@ __all__ = [
     "AUDIO_RATE", "DECODE_PATHS", "SELECTIVE_CODECS", "THREAD_TYPES", "ClipInfo", "DamagedDecodeError", "Frame",
     "FrameReader", "MediaError", "PacketScan", "Plan", "Sample", "Sampling", "SelectiveDecodeError", "StreamPick",
     "all_frame_times",
-    "check_pixels", "clip_origin", "droppable_tails", "has_audio", "iter_audio", "load_audio", "ms", "open_video",
+    "check_pixels", "clip_origin", "droppable_tails", "has_audio", "has_video", "iter_audio", "load_audio", "ms",
+    "open_video",
     "origin_of", "pick_audio", "plan_frames", "probe", "sample_frames", "scan_packets", "target_times", "upright",
     "video_stream", "with_fallback",
 ]  # fmt: skip

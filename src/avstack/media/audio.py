@@ -19,6 +19,11 @@ def has_audio(path: str | os.PathLike[str]) -> bool:
         return bool(container.streams.audio)
 
 
+def has_video(path: str | os.PathLike[str]) -> bool:
+    with open_media(path) as container:
+        return bool(container.streams.video)
+
+
 def iter_audio(
     path: str | os.PathLike[str],
     rate: int = AUDIO_RATE,

@@ -384,7 +384,8 @@ def request_failures(predictions: Sequence[Mapping[str, Any]], ids: set[str], id
     """How many of the items got an answer, and the requests that failed (refused, 4xx, no answer, an
     input that could not be read), with their causes: a stack that got no answer is no model that
     scored zero. Last line per item wins, as in the engine."""
-    from avstack.runs.engine import count_causes, failed_request
+    from avstack.runs.causes import count_causes
+    from avstack.runs.engine import failed_request
 
     last = {str(p.get(id_field)): p for p in predictions if str(p.get(id_field)) in ids}
     causes = count_causes(str(rec.get("error")) for rec in last.values() if failed_request(dict(rec)))

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import MISSING, dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from avstack.analysis.tables import Report
 from avstack.errors import UsageError
-from avstack.options import STACKS, option
+from avstack.options import STACKS, flag_of, given, option
 from avstack.preparation.discover import Layout
 from avstack.prompting.budget import FPS_FLAG, MAX_FRAMES_FLAG, one_budget
 from avstack.runs.engine import Asking
@@ -41,14 +41,10 @@ REGISTRY: dict[str, str] = {  # task name -> module holding its TASK
 LAYOUTS: tuple[tuple[str, str], ...] = (("avstack.tasks.ecog.layout", "ecog_layout"),)
 
 
-def away_from_defaults(record: Any) -> list[str]:
-    """The fields of a dataclass record set away from their declared defaults, by name."""
-    return [f.name for f in fields(record) if f.default is not MISSING and getattr(record, f.name) != f.default]
-
-
 def flag_names(names: Sequence[str]) -> str:
-    said = {"budget": "fps/--max-frames", "packed": "pack"}  # a field with another flag's name
-    return ", ".join("--" + said.get(n, n).replace("_", "-") for n in names)
+    """Fields of StackChoice or of a task's inputs as the flags that set them (each declared once,
+    beside its field: avstack.options)."""
+    return ", ".join(flag_of(StackChoice, n) for n in names)
 
 
 def refuse_flags(task: str, given: Sequence[str], takes: Sequence[str]) -> None:
@@ -92,7 +88,7 @@ class StackChoice:
     def given(self) -> list[str]:
         """The fields set away from their defaults (the variant apart; an unbounded budget is none)."""
         unbounded = self.budget is not None and self.budget.unbounded
-        return [n for n in away_from_defaults(self) if n != "variant" and not (n == "budget" and unbounded)]
+        return [n for n in given(self) if n != "variant" and not (n == "budget" and unbounded)]
 
     def anchors(self, task: str, packs: bool = False) -> Any:
         """The input stack of anchors this choice names (EcoG, videoqa; `packs`: the task packs)."""

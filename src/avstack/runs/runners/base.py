@@ -55,20 +55,6 @@ class BackendOptions:
         """The options set away from their defaults: what the user gave (a default is not given)."""
         return given(self)
 
-    def kwargs(self) -> dict[str, Any]:
-        """The keywords the back-ends take (runs.runners.make_backend): the defaults left out, so a
-        back-end that has no use for one is never handed it."""
-        opts: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens, "timeout": self.timeout}
-        if not self.json_mode:
-            opts["json_mode"] = False
-        if self.base_url:
-            opts["base_url"] = self.base_url
-        if self.audio_as != "input_audio":
-            opts["audio_as"] = self.audio_as
-        if self.audio_format != "auto":
-            opts["audio_format"] = self.audio_format
-        return opts
-
 
 def flag_of(name: str) -> str:
     """A BackendOptions field as the flag that sets it."""

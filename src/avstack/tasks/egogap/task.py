@@ -12,7 +12,8 @@ from avstack.errors import UsageError
 from avstack.io import DataError, read_json_file, read_predictions
 from avstack.prompting.messages import Request
 from avstack.runs.ablation import AblationSpec, Scored, request_failures
-from avstack.runs.engine import Asking, count_causes
+from avstack.runs.causes import count_causes
+from avstack.runs.engine import Asking
 from avstack.runs.exports import ExportOptions, ExportRow, LmmsTask, write_export
 from avstack.tasks import (
     Outcome,
