@@ -34,7 +34,7 @@ def _field_type(record: type, name: str) -> Any:
 def _many_of(kind: Any) -> Any:
     """A repeatable flag's type: list[X] for a field of tuple[X, ...] (or list[X])."""
     args = typing.get_args(kind)
-    return list[args[0] if args else str]
+    return list.__class_getitem__(args[0] if args else str)
 
 
 def _params_of(record: type, group: str) -> list[tuple[inspect.Parameter, str]]:

@@ -28,7 +28,7 @@ from avstack.runs.cost import audio_tokens, wav_duration_ms
 from avstack.runs.engine import REFUSED, Asking, RunSettings, WorkItem, run_items
 from avstack.runs.plan import plan_requests
 from avstack.runs.plan_record import Plan
-from avstack.runs.runners import Answer, BackendBase
+from avstack.runs.runners import Answer, Backend
 from avstack.tasks.ecog.prompt import build_request
 from avstack.tasks.ecog.runs import requests_for
 
@@ -122,7 +122,7 @@ def test_openais_own_api_refuses_a_sound_its_model_cannot_take_and_nothing_is_se
     assert OpenAICompat("qwen-omni", base_url="http://127.0.0.1:9/v1").refuses(req) is None  # the server decides
 
 
-class Deaf(BackendBase):
+class Deaf(Backend):
     """A back-end that cannot take sound; counts what it is asked."""
 
     name = "deaf"

@@ -63,7 +63,9 @@ def test_an_option_a_task_cannot_honour_is_refused_naming_it():
     class Narrow:
         name, metrics, unit, honours = "narrow", ("correct",), "items", frozenset({"variants"})
 
-    with pytest.raises(UnsupportedOption, match=r"--task narrow cannot honour --drop, --cluster, --until: it takes --variants"):
+    with pytest.raises(
+        UnsupportedOption, match=r"--task narrow cannot honour --drop, --cluster, --until: it takes --variants"
+    ):
         refused(Narrow(), AblationSpec(("word_ts",), cluster="scene", until="decided"))  # type: ignore[arg-type]
     refused(Narrow(), AblationSpec((), ("omni",)))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="variant: expected one of"):

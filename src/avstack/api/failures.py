@@ -29,8 +29,6 @@ class RunRefused(AvstackError, RuntimeError):
     stopped, and nothing was recorded for what it refused."""
 
 
-
-
 def speaks_flags(fn: F) -> F:
     """A door function whose failures are AvstackErrors worded as the command line's flags."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from avstack.api.failures import CommandFailed, speaks_flags
 from avstack.api.options import Done
@@ -15,7 +16,7 @@ from avstack.errors import UsageError
 PathLike = str | Path
 
 
-def _jsonl(rows: list[dict]) -> str:  # type: ignore[type-arg]
+def _jsonl(rows: list[dict[str, Any]]) -> str:
     return "\n".join(json.dumps(r, ensure_ascii=False) for r in rows)
 
 

@@ -206,5 +206,5 @@ def synth(out: PathLike, *, lang: str = "en", small: bool = True) -> Done:
     """Write an EcoG-layout sample set with known frame and word timing (`avstack synth`)."""
     from avstack.synthetic.sample_data import make_sample_set
 
-    clips = make_sample_set(out, lang=lang, small=small)
+    clips = make_sample_set(Path(out), lang=lang, small=small)
     return Done(f"wrote {len(clips)} clips to {out}", Path(out))

@@ -127,7 +127,7 @@ def comma_list(given: str | Any) -> tuple[str, ...]:
 def one_budget(fps: str | float | None, max_frames: str | int | None) -> FrameBudget:
     """--fps and --max-frames of one stack (a run's) as its frame budget."""
     (budget,) = frame_budgets(fps, max_frames, one=True)
-    return budget  # type: ignore[no-any-return]
+    return budget
 
 
 def _nearest(times: Sequence[int], among: list[int], ticks: Sequence[float]) -> list[int]:

@@ -8,17 +8,10 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from avstack.prompting.messages import Request, unmarked_unless_shared
-
-
-class ServerCount(Protocol):
-    """A back-end whose server counts a request's text itself (OpenAICompat on llama.cpp or vLLM)."""
-
-    def count_text_tokens(self, request: Request) -> int | None: ...
-
-    def counts_text_by(self) -> str | None: ...
+from avstack.runs.runners.base import Backend
 
 
 @dataclass(frozen=True)
@@ -32,7 +25,7 @@ class Counting:
 
     image_rule: str | None = None
     detail: str = "high"
-    server: ServerCount | None = None
+    server: Backend | None = None  # the back-end whose server counts text, where one could be made
     server_kind: str | None = None
     clip_major: bool = True
     providers_file: Path | None = None
@@ -42,11 +35,10 @@ class Counting:
 
     @classmethod
     def of(cls, backend: Any, image_rule: str | None = None, detail: str = "high", **more: Any) -> Counting:
-        counts = callable(getattr(backend, "count_text_tokens", None))
-        kind = getattr(backend, "server_kind", None)
-        body = getattr(backend, "body", None)
-        made = cls(image_rule, detail, backend if counts else None, kind() if callable(kind) else None, **more)
-        return replace(made, body=body if callable(body) else None)
+        if backend is None:  # none could be made before the run (a missing key): the plan counts alone
+            return cls(image_rule, detail, None, None, **more)
+        made = cls(image_rule, detail, backend, backend.server_kind(), **more)
+        return replace(made, body=backend.body)
 
 
 def sent_digest(req: Request, counting: Counting, shared: frozenset[str] | None) -> str:

@@ -176,8 +176,7 @@ def _load_final(path: Path, id_field: str, retry_failed: bool = False) -> dict[s
 
 
 def _settings_of(backend: Backend) -> dict[str, Any]:
-    get = getattr(backend, "settings", None)
-    return get() if callable(get) else {}
+    return backend.settings()
 
 
 GENERATION = ("temperature", "max_tokens")  # settings that change the answer: part of its cache key
@@ -216,14 +215,14 @@ def _batch_answers(
     batch API (avstack.runs.batch); what it leaves unanswered is asked online as usual."""
     if s.batch_poll_s is None:
         return {}
-    make = getattr(backend, "batch_client", None)
-    if make is None:
+    client = backend.batch_client()
+    if client is None:
         raise NoBatchMode(f"--batch: the back-end {bid!r} has no batch mode (OpenAI-compatible servers have)")
     from avstack.runs.batch import answer_in_batches
 
     pending = [(request_key(bid, it.request), it.request) for it in todo if it.request is not None and it.error is None]
     pending = [(k, r) for k, r in pending if cache.get(k) is None]
-    return answer_in_batches(make(), pending, out, s.batch_poll_s, scrub=scrub.scrub) if pending else {}
+    return answer_in_batches(client, pending, out, s.batch_poll_s, scrub=scrub.scrub) if pending else {}
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,6 @@ def asking_for(stack: Any, asking: Asking) -> Asking:
     stack as given."""
     if not is_repeat(stack):
         return asking
-    fresh = getattr(asking.backend, "without_prompt_cache", None)
-    backend = fresh() if callable(fresh) else asking.backend
+    backend = asking.backend.without_prompt_cache()
     settings = replace(asking.settings or RunSettings(), shared_prefixes=frozenset())  # no cache mark either
     return replace(asking, backend=backend, cache_dir=None, settings=settings)

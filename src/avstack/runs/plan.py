@@ -137,8 +137,8 @@ def merges_adjacent(req: Request, counting: Counting) -> bool:
     """Does the server take two touching pictures of `req` as one (asked of the server, once, only
     where a request has such pictures): llama.cpp builds differ (docs/ablation.md, "Each arm
     differs by its cue alone")."""
-    ask = getattr(counting.server, "merges_adjacent_images", None)
-    return callable(ask) and adjacent_images(req) > 0 and bool(ask())
+    server = counting.server
+    return server is not None and adjacent_images(req) > 0 and server.merges_adjacent_images()
 
 
 def plan_requests(

@@ -25,7 +25,7 @@ from avstack.runs.runners.base import (
     DEFAULTS,
     FATAL_STATUS,
     Answer,
-    BackendBase,
+    Backend,
     FatalError,
     MissingExtra,
     TransientError,
@@ -45,7 +45,7 @@ def _anthropic() -> Any:
     return anthropic
 
 
-class Anthropic(BackendBase):
+class Anthropic(Backend):
     name = "anthropic"
 
     def __init__(

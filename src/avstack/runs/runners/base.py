@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import random
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from avstack.errors import MissingPackage
 from avstack.options import MODEL, SEND, given, option
@@ -88,42 +89,18 @@ class FatalError(RuntimeError):
     nothing is recorded as an answer, so a rerun asks again."""
 
 
-class Backend(Protocol):
-    name: str
-
-    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
-        """Answer one request. `truth` is the item's ground truth; only an oracle may read it."""
-        ...
-
-    def settings(self) -> dict[str, Any]:
-        """What the run records about this back-end (never a key)."""
-        ...
-
-    def close(self) -> None:
-        """Release what the run held (uploads, connections)."""
-        ...
-
-    def secrets(self) -> list[str]:
-        """Values that must never be stored or printed (the key it was given)."""
-        ...
-
-
-def parts_of(request: Request) -> set[str]:
-    """The kinds of part a request carries: text, image, video, audio."""
-    return {type(p).__name__.lower() for p in request.parts}
-
-
-def refusal(backend: Backend, request: Request) -> str | None:
-    """Why `backend` cannot take `request` at all (a part its API or model does not take), asked
-    before anything is sent; None when it can. A back-end without the question takes anything."""
-    refuses = getattr(backend, "refuses", None)
-    return refuses(request) if callable(refuses) else None
-
-
-class BackendBase:
-    """Defaults for the Backend protocol's bookkeeping methods."""
+class Backend(ABC):
+    """What every back-end is (inspect_ai's ModelAPI): one abstract method, `answer`, and every
+    other capability a method with a default that a back-end overrides where it differs. The
+    engine, the plan and the batch path call these methods; none probes a back-end for what it
+    has. Back-ends are registered in one place (runs.runners.MODEL_CLASSES; a task's offline
+    baselines in its Task) and made from BackendOptions whole (runs.runners.backend_from)."""
 
     name = "backend"
+
+    @abstractmethod
+    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+        """Answer one request. `truth` is the item's ground truth; only an oracle may read it."""
 
     def __repr__(self) -> str:  # the model and where it is served; never the key
         said = [f"model={getattr(self, 'model', None)!r}"]
@@ -132,17 +109,61 @@ class BackendBase:
         return f"{type(self).__name__}({', '.join(said)})"
 
     def refuses(self, request: Request) -> str | None:
-        """Why this back-end cannot take the request (see `refusal`); it never drops a part."""
+        """Why this back-end cannot take the request at all (a part its API or model does not
+        take), asked before anything is sent; None: it takes it. It never drops a part."""
         return None
 
     def settings(self) -> dict[str, Any]:
+        """What the run records about this back-end (never a key)."""
         return {}
 
     def close(self) -> None:
+        """Release what the run held (uploads, connections)."""
         return None
 
     def secrets(self) -> list[str]:
+        """Values that must never be stored or printed (the key it was given)."""
         return []
+
+    def batch_client(self) -> Any:
+        """The provider's batch API (runs.batch), or None: this back-end has no batch mode."""
+        return None
+
+    def body(self, request: Request) -> dict[str, Any] | None:
+        """The body this back-end sends for a request, where it can tell (the plan digests it, so a
+        run's bodies can be held to the plan); None: it cannot."""
+        return None
+
+    def count_text_tokens(self, request: Request) -> int | None:
+        """The request's text tokens as the server counts them, or None where it cannot say."""
+        return None
+
+    def counts_text_by(self) -> str | None:
+        """How the server counts text (its tokenizer endpoint), or None: it does not."""
+        return None
+
+    def server_kind(self) -> str | None:
+        """The kind of server behind the back-end (llama.cpp, vLLM, ...), where it can tell."""
+        return None
+
+    def merges_adjacent_images(self) -> bool:
+        """Whether the server takes two touching pictures as one."""
+        return False
+
+    def without_prompt_cache(self) -> Backend:
+        """This back-end asking past the server's prompt cache (the A/A arm); itself where it has
+        no such cache to pass."""
+        return self
+
+
+def parts_of(request: Request) -> set[str]:
+    """The kinds of part a request carries: text, image, video, audio."""
+    return {type(p).__name__.lower() for p in request.parts}
+
+
+def refusal(backend: Backend, request: Request) -> str | None:
+    """Why `backend` cannot take `request` at all, asked before anything is sent (Backend.refuses)."""
+    return backend.refuses(request)
 
 
 def seeded_rng(request: Request, seed: int | str) -> random.Random:

@@ -18,7 +18,7 @@ from avstack.runs.runners.base import (
     FATAL_STATUS,
     RETRY_STATUS,
     Answer,
-    BackendBase,
+    Backend,
     FatalError,
     MissingExtra,
     TransientError,
@@ -34,7 +34,7 @@ def _genai() -> tuple[Any, Any, Any]:
     return genai, types, errors
 
 
-class Gemini(BackendBase):
+class Gemini(Backend):
     name = "gemini"
 
     def __init__(

@@ -14,7 +14,7 @@ from typing import Any
 
 from avstack.errors import UsageError
 from avstack.prompting.messages import Request, flat_prompt, to_hf
-from avstack.runs.runners.base import DEFAULTS, Answer, BackendBase, MissingExtra, parts_of
+from avstack.runs.runners.base import DEFAULTS, Answer, Backend, MissingExtra, parts_of
 
 
 def _modules() -> tuple[Any, Any]:
@@ -98,7 +98,7 @@ def _gguf_text_model(transformers: Any, path: Path, dtype: Any) -> tuple[Any, An
     return tokenizer, model, sorted({i for i in (end, tokenizer.eos_token_id) if i is not None})
 
 
-class HFLocal(BackendBase):
+class HFLocal(Backend):
     name = "hf"
 
     def __init__(

@@ -20,7 +20,7 @@ from avstack.runs.runners.base import (
     FATAL_STATUS,
     RETRY_STATUS,
     Answer,
-    BackendBase,
+    Backend,
     FatalError,
     MissingExtra,
     TransientError,
@@ -50,7 +50,7 @@ def _openai() -> Any:
     return openai
 
 
-class OpenAICompat(BackendBase):
+class OpenAICompat(Backend):
     name = "openai"
 
     def __init__(

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from avstack.prompting.messages import Request
-from avstack.runs.runners.base import Answer, BackendBase
+from avstack.runs.runners.base import Answer, Backend
 
 
-class Replay(BackendBase):
+class Replay(Backend):
     """Reads JSONL lines with `clip_id` (or `video_name`) and `text` (or `response`/`answer`)."""
 
     name = "replay"

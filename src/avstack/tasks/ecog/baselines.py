@@ -16,7 +16,7 @@ import numpy as np
 
 from avstack.errors import UsageError
 from avstack.prompting.messages import Request
-from avstack.runs.runners import Answer, Backend, BackendBase, seeded_rng
+from avstack.runs.runners import Answer, Backend, seeded_rng
 from avstack.tasks.ecog.metrics import load_mask
 
 DEICTIC = {
@@ -83,7 +83,7 @@ def _guess(
     return {"selected_options": options, "point_list": points}
 
 
-class Chance(BackendBase):
+class Chance(Backend):
     """Uniform random option (of the role's kind), point and time, seeded per clip."""
 
     name = "chance"
@@ -160,7 +160,7 @@ def oracle_answer(eval_gt: dict[str, Any], width: int, height: int) -> dict[str,
     return {"selected_options": options, "point_list": points}
 
 
-class Oracle(BackendBase):
+class Oracle(Backend):
     """Answers from the ground truth: the whole pipeline must then score 100%."""
 
     name = "oracle"

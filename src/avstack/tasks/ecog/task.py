@@ -8,7 +8,8 @@ from pathlib import Path
 from avstack.analysis.tables import Report
 from avstack.io import DataError, read_predictions
 from avstack.manifest import Prepared, opened
-from avstack.options import TASK, option
+from avstack.options import TASK as TASK_PANEL
+from avstack.options import option
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack, interface_pairs, make_stack
 from avstack.runs.ablation import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
@@ -76,11 +77,13 @@ class EcogInputs:
     """EcoG's own options, named as their flags."""
 
     asr: str | None = option(
-        None, "ecog: whose words, whisper (ours) or source (annotations); default ours", panel=TASK
+        None, "ecog: whose words, whisper (ours) or source (annotations); default ours", panel=TASK_PANEL
     )
-    coord_order: str = option("xy", "ecog: xy or yx (the order of a point's coordinates in answers)", panel=TASK)
+    coord_order: str = option("xy", "ecog: xy or yx (the order of a point's coordinates in answers)", panel=TASK_PANEL)
     prompt: Path | None = option(
-        None, "A folder of prompt templates (system.j2, user.j2; see README); default: the shipped ones", panel=TASK
+        None,
+        "A folder of prompt templates (system.j2, user.j2; see README); default: the shipped ones",
+        panel=TASK_PANEL,
     )
 
     def options(self) -> EcogOptions:

@@ -7,10 +7,10 @@ from typing import Any
 
 from avstack.errors import UsageError
 from avstack.prompting.messages import Request
-from avstack.runs.runners import Answer, BackendBase, seeded_rng
+from avstack.runs.runners import Answer, Backend, seeded_rng
 
 
-class Chance(BackendBase):
+class Chance(Backend):
     """A uniform letter among the options the request shows (`Request.meta["letters"]`), seeded per item."""
 
     name = "chance"
@@ -25,7 +25,7 @@ class Chance(BackendBase):
         return Answer(json.dumps({"answer": seeded_rng(request, self.seed).choice(letters), "rationale": "chance"}))
 
 
-class Oracle(BackendBase):
+class Oracle(Backend):
     name = "oracle"
 
     def answer(self, request: Request | None, truth: dict[str, Any] | None = None) -> Answer:

@@ -8,10 +8,10 @@ from typing import Any
 
 from avstack.errors import UsageError
 from avstack.prompting.messages import Request
-from avstack.runs.runners import Answer, BackendBase, seeded_rng
+from avstack.runs.runners import Answer, Backend, seeded_rng
 
 
-class Oracle(BackendBase):
+class Oracle(Backend):
     name = "oracle"
 
     def answer(self, request: Request | None, truth: dict[str, Any] | None = None) -> Answer:
@@ -31,7 +31,7 @@ def _packed_truth(truth: dict[str, Any]) -> Any:
     return truth["answer"]
 
 
-class Chance(BackendBase):
+class Chance(Backend):
     name = "chance"
 
     def __init__(self, seed: int = 0):
