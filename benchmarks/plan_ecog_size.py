@@ -7,7 +7,7 @@ ablation (full and four drops, each in the three frame-time formats: 15 stacks, 
 on a GPT-5, a Gemini 3 and a Claude model, before (one stack after another, the benchmark's
 layout) and after (one clip's stacks together, what they share first; #58): the input tokens, the
 share predicted to come from each provider's prompt cache under its rule and minimum
-(runs/providers.json), and the price without and with it. Nothing is sent:
+(runs/planning/providers.json), and the price without and with it. Nothing is sent:
 
     python benchmarks/plan_ecog_size.py            # -> benchmarks/plan_ecog_size.json
     python benchmarks/plan_ecog_size.py --model openai:gpt-4o --json /tmp/gpt4o.json
@@ -28,8 +28,8 @@ from typing import Any
 import cv2
 
 from avstack.manifest import opened
-from avstack.runs.ablation import AblationSpec, plan_stacks
-from avstack.runs.plan import Counting, plan_table
+from avstack.runs.ablation.arms import AblationSpec, plan_stacks
+from avstack.runs.planning.plan import Counting, plan_table
 from avstack.tasks.ecog.task import EcogAblation
 
 CLIPS = 811

@@ -11,7 +11,7 @@ converter, `make llama-server tiny-vl`), two slots, a fresh server per arm. One 
 
 For each: the prompt tokens the server evaluated (`timings.prompt_n`) over those it was sent
 (`usage.prompt_tokens`), the share the plan predicted the server would take from its cache
-(avstack.runs.plan.PrefixCache, llama.cpp's rule), and the wall time. The ratio is the server's
+(avstack.runs.planning.plan.PrefixCache, llama.cpp's rule), and the wall time. The ratio is the server's
 own count, so it holds on any machine; the wall times are this machine's, measured in the same run.
 
     python benchmarks/prefix_share.py [--prepared out/demo/prepared] [--out benchmarks/prefix_share.json]
@@ -32,10 +32,10 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # the tests' server helpers and 
 
 def arm(prepared: Path, url: str, out: Path, interleave: bool, layout: str) -> dict:
     from avstack.manifest import opened
-    from avstack.runs.ablation import AblationSpec, ablate, plan
-    from avstack.runs.engine import Asking, RunSettings
-    from avstack.runs.plan import Counting
-    from avstack.runs.runners import make_backend
+    from avstack.runs.ablation.arms import AblationSpec, ablate, plan
+    from avstack.runs.planning.plan import Counting
+    from avstack.runs.sending.engine import Asking, RunSettings
+    from avstack.runs.sending.runners import make_backend
     from avstack.tasks.ecog.task import EcogAblation
 
     spec = AblationSpec(drops=("frame_ts", "word_ts", "asr"), layouts=(layout,))

@@ -127,7 +127,7 @@ def test_an_ablation_on_claude_answers_every_clip_with_sdk_typed_bodies(prepared
     assert not any("audio" in json.dumps(b) for b in Messages.bodies)  # nothing of omni was sent
     body = next(b for b in Messages.bodies if "<timestamp_ms>" in json.dumps(b))  # a full stack's request
     assert body["system"] and body["model"] == "claude-sonnet-4-5"
-    from avstack.runs.runners.anthropic import _takes
+    from avstack.runs.sending.runners.anthropic import _takes
 
     assert body.get("temperature") == (0 if _takes("temperature") else None)  # only where the SDK types it
     content = body["messages"][0]["content"]
@@ -166,7 +166,7 @@ def test_the_plan_counts_claudes_images_and_prices_it(prepared, tmp_path):
     res = CliRunner().invoke(app, ["run", str(prepared), "--model", MODEL, "--out", str(out), "--dry-run"])
     assert res.exit_code == 0, res.output  # no key needed to plan
     plan = json.loads((out / "plan.json").read_text())
-    from avstack.runs import cost
+    from avstack.runs.planning import cost
 
     assert plan["image_rule"] == "claude" and plan["price_usd_per_1m"] == {"input": 3.0, "output": 15.0}
     frames = [f for r in load_manifest(prepared) if r.ok for f in r.frames]

@@ -16,10 +16,10 @@ from typer.testing import CliRunner
 
 from avstack.prompting.messages import Image, Request, Text
 from avstack.prompting.stacks import CUE_CHANGES, REPEAT, make_stack
-from avstack.runs.integrity import Arm, ArmMismatch, arms_of, check_arms
-from avstack.runs.noise import wilson
-from avstack.runs.plan_record import Plan
-from avstack.runs.reconcile import reconcile, reported_input
+from avstack.runs.ablation.integrity import Arm, ArmMismatch, arms_of, check_arms
+from avstack.runs.ablation.noise import wilson
+from avstack.runs.ablation.reconcile import reconcile, reported_input
+from avstack.runs.planning.plan_record import Plan
 from avstack.tasks.ecog.prompt import BUILTIN
 
 MODEL = "openai:qwen2-vl-tiny"
@@ -181,7 +181,7 @@ def _usage_shapes(tokens: int) -> dict[str, dict]:
 def test_a_server_that_drops_a_frame_is_caught_on_every_back_ends_usage_fields(prepared, tmp_path, shape):
     """The plan for gpt-4o (its tile rule, tiktoken's text with its stated error); the server's
     count as each back-end reports it: `full` as planned, `-frame_ts` one picture short."""
-    from avstack.runs.cost import image_size, image_tokens
+    from avstack.runs.planning.cost import image_size, image_tokens
 
     out = tmp_path / "abl"
     res = _invoke(["ablate", prepared, "--model", "openai:gpt-4o", "--drop", "frame_ts", "--dry-run", "--out", out])

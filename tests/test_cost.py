@@ -16,8 +16,8 @@ from avstack_cli.app import app
 from fake_http import JsonHandler
 from typer.testing import CliRunner
 
-from avstack.runs import cost
-from avstack.runs.ablation import AblationSpec, stacks_to_run
+from avstack.runs.ablation.arms import AblationSpec, stacks_to_run
+from avstack.runs.planning import cost
 from avstack.tasks.ecog.runs import requests_for
 
 

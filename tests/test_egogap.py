@@ -12,7 +12,7 @@ from fake_http import JsonHandler
 from typer.testing import CliRunner
 
 from avstack.prompting.messages import Image
-from avstack.runs.engine import Asking, RunSettings
+from avstack.runs.sending.engine import Asking, RunSettings
 from avstack.tasks import backend_for
 from avstack.tasks.egogap import EgoGapDataError, build_prompt, load_bundles, parse_letter, score, spearman
 from avstack.tasks.egogap.export import export_ms_swift

@@ -10,8 +10,8 @@ import pytest
 from fake_http import JsonHandler
 
 from avstack.prompting.stacks import make_stack
-from avstack.runs.engine import Asking, RunSettings
-from avstack.runs.runners import make_backend
+from avstack.runs.sending.engine import Asking, RunSettings
+from avstack.runs.sending.runners import make_backend
 from avstack.tasks.ecog.runs import run, score_run
 
 pytest.importorskip("google.genai", reason="the gemini back-end needs avstack[gemini]")

@@ -27,8 +27,8 @@ from avstack.manifest import load_manifest
 from avstack.preparation.driver import prepare
 from avstack.preparation.settings import PrepareSettings
 from avstack.prompting.stacks import make_stack
-from avstack.runs.engine import Asking, RunSettings
-from avstack.runs.runners import FatalError
+from avstack.runs.sending.engine import Asking, RunSettings
+from avstack.runs.sending.runners import FatalError
 from avstack.synthetic import synth
 from avstack.tasks import backend_for
 from avstack.tasks.ecog.runs import run

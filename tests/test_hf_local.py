@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from avstack.manifest import load_manifest
 from avstack.prompting.messages import Image
 from avstack.prompting.stacks import make_stack
-from avstack.runs.runners import make_backend
+from avstack.runs.sending.runners import make_backend
 from avstack.tasks.ecog.prompt import build_request
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'avstack[torch]')")

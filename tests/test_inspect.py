@@ -137,7 +137,7 @@ def test_inspect_eval_scores_each_clip_as_avstack_run_does(prepared, tmp_path, m
     from inspect_ai import eval as inspect_eval
     from test_run import _with_markers
 
-    from avstack.runs.engine import Asking, RunSettings
+    from avstack.runs.sending.engine import Asking, RunSettings
     from avstack.tasks import backend_for
     from avstack.tasks.ecog.baselines import Chance, Oracle
     from avstack.tasks.ecog.runs import run, score_run

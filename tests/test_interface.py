@@ -23,12 +23,12 @@ from avstack.media.wavfile import pcm16_wav
 from avstack.prompting.messages import Audio, Image, Request, Text, to_gemini, to_hf, to_openai
 from avstack.prompting.sound import clip_sound
 from avstack.prompting.stacks import INTERFACE, interface_pairs, make_stack
-from avstack.runs.ablation import AblationSpec, stacks_to_run
-from avstack.runs.cost import audio_tokens, wav_duration_ms
-from avstack.runs.engine import REFUSED, Asking, RunSettings, WorkItem, run_items
-from avstack.runs.plan import plan_requests
-from avstack.runs.plan_record import Plan
-from avstack.runs.runners import Answer, Backend
+from avstack.runs.ablation.arms import AblationSpec, stacks_to_run
+from avstack.runs.planning.cost import audio_tokens, wav_duration_ms
+from avstack.runs.planning.plan import plan_requests
+from avstack.runs.planning.plan_record import Plan
+from avstack.runs.sending.engine import REFUSED, Asking, RunSettings, WorkItem, run_items
+from avstack.runs.sending.runners import Answer, Backend
 from avstack.tasks.ecog.prompt import build_request
 from avstack.tasks.ecog.runs import requests_for
 
@@ -108,7 +108,7 @@ def test_each_api_gets_the_sound_in_its_documented_shape(tmp_path):
 
 def test_openais_own_api_refuses_a_sound_its_model_cannot_take_and_nothing_is_sent(tmp_path):
     pytest.importorskip("openai")
-    from avstack.runs.runners.openai_compat import OpenAICompat
+    from avstack.runs.sending.runners.openai_compat import OpenAICompat
 
     wav = tmp_path / "a.wav"
     write_wav_float(wav, [np.zeros(1600, np.float32)], 16_000)

@@ -1,4 +1,4 @@
-"""One clip's stacks go out together (#58, avstack.runs.interleave): an ablation sends every stack's
+"""One clip's stacks go out together (#58, avstack.runs.sending.interleave): an ablation sends every stack's
 request for a clip before the next clip's, through one pool of --concurrency; nothing else
 changes: each stack's answers and files are those its own `run` gives, a request two stacks share
 is paid once, a killed ablation resumes, and the sequential rounds hold."""
@@ -15,7 +15,7 @@ from avstack_cli.app import app
 from fake_http import JsonHandler, chat_completion, serving
 from typer.testing import CliRunner
 
-from avstack.runs.interleave import ClipMajor
+from avstack.runs.sending.interleave import ClipMajor
 
 
 class Recording(JsonHandler):

@@ -17,8 +17,8 @@ from avstack_cli.app import app
 from typer.testing import CliRunner
 
 from avstack.prompting.messages import Image, Request, Text
-from avstack.runs.limits import breaches_of, image_fit, limit_named, measure
-from avstack.runs.providers import Limits
+from avstack.runs.planning.provider_limits import breaches_of, image_fit, limit_named, measure
+from avstack.runs.planning.providers import Limits
 
 CLAUDE = Limits(images=100, image_bytes=5_000_000, request_bytes=32_000_000, side_px=8000, many_images=(20, 2000))
 

@@ -14,7 +14,7 @@ from avstack_cli.app import app
 from fake_http import JsonHandler, chat_completion, serving
 from typer.testing import CliRunner
 
-from avstack.runs.runners.openai_compat import unsupported_input
+from avstack.runs.sending.runners.openai_compat import unsupported_input
 
 # llama-server's own words, as it answered a text-only model's image request
 LLAMA_NO_IMAGES = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"

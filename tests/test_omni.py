@@ -13,7 +13,7 @@ from llama_servers import omni_server
 
 from avstack.manifest import load_manifest
 from avstack.prompting.sound import clip_sound
-from avstack.runs.cost import audio_tokens, wav_duration_ms
+from avstack.runs.planning.cost import audio_tokens, wav_duration_ms
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""One ablation for every task (avstack.runs.ablation): the same options mean the same on every
+"""One ablation for every task (avstack.runs.ablation.arms): the same options mean the same on every
 task or are refused naming the option; a stack whose requests failed exits non-zero naming it, in
 every mode; `run` exits non-zero when items failed, on every task."""
 
@@ -14,7 +14,7 @@ from conftest import shared_path
 from fake_http import JsonHandler, serving
 from typer.testing import CliRunner
 
-from avstack.runs.ablation import AblationSpec, UnsupportedOption, refused, stacks_to_run
+from avstack.runs.ablation.arms import AblationSpec, UnsupportedOption, refused, stacks_to_run
 
 
 class Refusing(JsonHandler):
@@ -114,7 +114,7 @@ def test_the_commands_ask_the_task_not_its_name(prepared, questions, tmp_path):
 
 
 def test_every_task_places_the_clips_sound_where_ecog_does(prepared, questions):
-    """The parts shared by the tasks come from one place (prompting.parts): the clip's sound right
+    """The parts shared by the tasks come from one place (prompting.shared_parts): the clip's sound right
     after the first text, before the frames, in EcoG's and videoqa's requests alike."""
     from avstack.prompting.messages import Audio, Image, Text
     from avstack.prompting.stacks import make_stack

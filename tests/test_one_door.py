@@ -217,7 +217,7 @@ def test_the_cli_maps_the_error_root_and_a_bug_keeps_its_traceback(monkeypatch, 
 
 
 def test_a_long_cause_is_cut_at_a_word_and_keeps_its_advice():
-    from avstack.runs.causes import CAUSE_CHARS, cause_of
+    from avstack.runs.sending.causes import CAUSE_CHARS, cause_of
 
     advice = "(the request's sound was sent as WAV (IEEE float32); --audio-format pcm16 sends 16-bit PCM)"
     error = "HTTP 400: Failed to load audio file: " + "the decoder gave up on a chunk header, " * 5 + advice

@@ -1,4 +1,4 @@
-"""ASR across clips takes each clip in two parts (preparation.parts): its sound reaches the
+"""ASR across clips takes each clip in two parts (preparation.clip_halves): its sound reaches the
 transcriber before its frames are decoded, and the two meet again in one manifest line."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from avstack_cli.app import app
 from fake_http import JsonHandler, chat_completion, serving
 from typer.testing import CliRunner
 
-from avstack.runs.counting import body_digest
+from avstack.runs.planning.counting import body_digest
 
 
 class Recorder(JsonHandler):

@@ -12,8 +12,8 @@ import json
 import pytest
 
 from avstack.prompting.messages import Image, Request, Text, prefix_digest, to_anthropic
-from avstack.runs.plan import PrefixCache, send_order
-from avstack.runs.providers import CacheRule, family_of, load_families
+from avstack.runs.planning.plan import PrefixCache, send_order
+from avstack.runs.planning.providers import CacheRule, family_of, load_families
 
 OPENAI = CacheRule("automatic", min_tokens=1024, step=128, read=0.1)
 CLAUDE = CacheRule("breakpoint", min_tokens=1024, read=0.1, write=1.25)
@@ -170,7 +170,7 @@ def test_claudes_breakpoint_lands_on_the_block_that_ends_the_shared_prefix(tmp_p
 
 def test_openais_prompt_cache_key_only_for_a_shared_prefix_and_only_on_openais_api(tmp_path):
     pytest.importorskip("openai", reason="no openai SDK (pip install 'avstack[openai]')")
-    from avstack.runs.runners.openai_compat import OpenAICompat
+    from avstack.runs.sending.runners.openai_compat import OpenAICompat
 
     frames = _frames(tmp_path, 2)
     ask = lambda text: Request("sys", (*frames, Text(text)), str(tmp_path), shared_prefix=2)  # noqa: E731

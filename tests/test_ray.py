@@ -183,7 +183,7 @@ def test_storage_every_node_cannot_write_is_refused_naming_the_node(cluster, tmp
 
 def test_ray_workers_write_the_export_shards(cluster, tmp_path):
     from avstack.prompting.stacks import make_stack
-    from avstack.runs.exports import ExportOptions
+    from avstack.runs.exports.rows import ExportOptions
     from avstack.tasks.ecog.export import export
 
     prep = tmp_path / "prep"

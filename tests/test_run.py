@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from avstack.api import ablate
 from avstack.prompting.stacks import make_stack
-from avstack.runs.engine import Asking, RunSettings
+from avstack.runs.sending.engine import Asking, RunSettings
 from avstack.tasks import backend_for
 from avstack.tasks.ecog.report import write_report
 from avstack.tasks.ecog.runs import load_run, run, score_run

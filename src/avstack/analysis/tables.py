@@ -25,7 +25,7 @@ class Report:
     path: Path
     # per stack whose requests failed (no answer came): how many of how many, and the causes
     failed: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # per arm whose server saw other input than planned (avstack.runs.reconcile): what it saw
+    # per arm whose server saw other input than planned (avstack.runs.ablation.reconcile): what it saw
     departed: dict[str, str] = field(default_factory=dict)
 
 

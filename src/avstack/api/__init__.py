@@ -31,12 +31,12 @@ _NAMES: dict[str, str] = {
     "PrepareSettings": "avstack.preparation.settings",
     "StackChoice": "avstack.tasks",
     # the records a command's options become, and what it gives back
-    "BackendOptions": "avstack.runs.runners.base",
+    "BackendOptions": "avstack.runs.sending.runners.base",
     "Costing": ".options",
     "Sending": ".options",
     "Ablating": ".options",
     "PrepareJob": "avstack.preparation.settings",
-    "ExportOptions": "avstack.runs.exports",
+    "ExportOptions": "avstack.runs.exports.rows",
     "Rendering": ".requests",
     "Done": ".options",
     "TranscribeOptions": ".preparing",
@@ -79,7 +79,7 @@ _NAMES: dict[str, str] = {
     "task_input_records": "avstack.tasks",
     # what the console shows (the CLI's progress and its one-line errors)
     "asr_progress": "avstack.asr.progress",
-    "scrub": "avstack.runs.secrets",
+    "scrub": "avstack.runs.sending.secrets",
     "__version__": "avstack.version",
 }
 

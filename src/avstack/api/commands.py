@@ -28,8 +28,8 @@ from avstack.api.planning import (
 from avstack.errors import UsageError
 from avstack.io import Progress
 from avstack.options import fold
-from avstack.runs.plan_record import Plan
-from avstack.runs.runners import DEFAULTS, refuse_unhonoured
+from avstack.runs.planning.plan_record import Plan
+from avstack.runs.sending.runners import DEFAULTS, refuse_unhonoured
 from avstack.tasks import StackChoice
 
 PathLike = str | Path
@@ -71,9 +71,9 @@ def ablate(
     prompt; EgoGap: bundles, images, style, options, shuffle_seed, max_side).
     Raises CommandFailed (code 1) when a stack's requests failed or, with `strict_inputs`, an
     arm's input departs from the plan; everything is written first."""
-    from avstack.runs import ablation as engine
-    from avstack.runs.engine import Asking
-    from avstack.runs.runners import backend_from
+    from avstack.runs.ablation import arms as engine
+    from avstack.runs.sending.engine import Asking
+    from avstack.runs.sending.runners import backend_from
 
     out = Path(out)
     spec = fold(Ablating, keywords, ablating).spec()
@@ -133,8 +133,8 @@ def run(
     records, or their fields by keyword as the flags name them (`variant="video"`, `drop=[...]`,
     `fps=1`, `pack=True`), and the task's own options by keyword.
     Raises CommandFailed (code 1) when items got no answer; everything is written first."""
-    from avstack.runs.engine import Asking
-    from avstack.runs.runners import backend_from
+    from avstack.runs.sending.engine import Asking
+    from avstack.runs.sending.runners import backend_from
     from avstack.tasks import RunJob
 
     out = Path(out)
@@ -187,7 +187,7 @@ def _plan_run(
     """The run's one stack planned from the records the run sends with (the task's inputs, the
     stack choice, the back-end it sends with, or None where it cannot be made before the run says
     why), within the provider's limits: (the choice, the plan)."""
-    from avstack.runs.ablation import plan_stacks
+    from avstack.runs.ablation.arms import plan_stacks
 
     target = chosen.ablation(prepared, inputs)
     counting = counting_for(made, costing)

@@ -13,7 +13,7 @@ from avstack.api.failures import speaks_flags
 from avstack.api.options import Done
 from avstack.errors import UsageError
 from avstack.options import fold
-from avstack.runs.exports import ExportOptions
+from avstack.runs.exports.rows import ExportOptions
 from avstack.tasks import StackChoice
 
 

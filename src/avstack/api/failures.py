@@ -41,7 +41,7 @@ def speaks_flags(fn: F) -> F:
         except OSError as exc:  # a path, a disk or a folder of the user's (missing, read-only, full)
             raise InputError(str(exc)) from exc
         except RuntimeError as exc:
-            from avstack.runs.runners.base import FatalError  # imported only here: the door stays light
+            from avstack.runs.sending.runners.base import FatalError  # imported only here: the door stays light
 
             if not isinstance(exc, FatalError):
                 raise

@@ -10,7 +10,7 @@ from typing import Any
 
 from avstack.options import PLAN, ROUNDS, SEND, STACKS, option
 from avstack.prompting.budget import FPS_FLAG, MAX_FRAMES_FLAG, FrameBudget, comma_list, frame_budgets, packs_of
-from avstack.runs.runners.base import BackendOptions
+from avstack.runs.sending.runners.base import BackendOptions
 
 
 @dataclass(frozen=True)
@@ -28,11 +28,11 @@ class Costing:
         "gemini, qwen2-vl, qwen2-vl-llama.cpp, qwen3-vl, internvl, llava-onevision, gemma3, claude",
         panel=PLAN,
     )
-    prices: Path | None = option(None, "A price table of your own (JSON, as runs/prices.json)", panel=PLAN)
+    prices: Path | None = option(None, "A price table of your own (JSON, as runs/planning/prices.json)", panel=PLAN)
     providers: Path | None = option(
         None,
-        "A providers file of your own (JSON, as runs/providers.json): each model family's prompt-cache rule and "
-        "request limits (images, bytes, pixels, audio seconds, context tokens)",
+        "A providers file of your own (JSON, as runs/planning/providers.json): each model family's prompt-cache "
+        "rule and request limits (images, bytes, pixels, audio seconds, context tokens)",
         panel=PLAN,
     )
     fit_limits: bool = option(
@@ -56,7 +56,7 @@ class Sending:
 
     def settings(self, budget: Any = None) -> Any:
         """The engine's RunSettings of these choices, with the cost budget the plan's bill set."""
-        from avstack.runs.engine import RunSettings
+        from avstack.runs.sending.engine import RunSettings
 
         return RunSettings(
             concurrency=self.concurrency,
@@ -141,7 +141,7 @@ class Ablating:
 
     def spec(self) -> Any:
         """The engine's AblationSpec (runs.ablation) of these choices."""
-        from avstack.runs.ablation import AblationSpec
+        from avstack.runs.ablation.arms import AblationSpec
 
         return AblationSpec(
             drops=tuple(dict.fromkeys(self.drop)),
@@ -169,7 +169,7 @@ class Done:
     summary: str
     path: Path | None = None
     notes: tuple[str, ...] = ()
-    plan: Any = None  # the plan (avstack.runs.plan_record.Plan) where one was made
+    plan: Any = None  # the plan (avstack.runs.planning.plan_record.Plan) where one was made
     result: Any = None
     failed: dict[str, dict[str, Any]] = field(default_factory=dict)  # per stack whose requests failed
     departed: dict[str, str] = field(default_factory=dict)  # per arm whose input departs from the plan

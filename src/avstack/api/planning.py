@@ -10,7 +10,7 @@ from typing import Any
 
 from avstack.api.options import BackendOptions, Costing
 from avstack.errors import UsageError
-from avstack.runs.plan_record import Plan
+from avstack.runs.planning.plan_record import Plan
 
 Say = Callable[[str], None]
 
@@ -22,7 +22,7 @@ def quiet(_: str) -> None:
 def backend_or_none(model: str, baselines: Any, backend: BackendOptions) -> Any:
     """The back-end, or None where it cannot be made here (a missing key or extra): planning needs
     none, and the run itself says why when it starts."""
-    from avstack.runs.runners import backend_from
+    from avstack.runs.sending.runners import backend_from
 
     try:
         return backend_from(model, baselines, backend)
@@ -33,14 +33,14 @@ def backend_or_none(model: str, baselines: Any, backend: BackendOptions) -> Any:
 def counting_for(made: Any, costing: Costing, **more: Any) -> Any:
     """How the plan counts: the image rule, and the server's own text count and body where the
     back-end `made` (None: none could be made) can give them."""
-    from avstack.runs.plan import Counting
+    from avstack.runs.planning.plan import Counting
 
     return Counting.of(made, costing.image_rule, costing.detail, providers_file=costing.providers, **more)
 
 
 def has_limits(model: str, providers: Path | None) -> bool:
     """Does the providers file know a limit of this model's family (OpenAI's, Claude's, Gemini's)?"""
-    from avstack.runs.providers import family_of
+    from avstack.runs.planning.providers import family_of
 
     found = family_of(model, None, providers)
     return found is not None and any(v is not None for v in vars(found.limits).values())
@@ -53,8 +53,8 @@ def within_limits(
     over one (naming the limit, the item and the budget that fits) or, with `fit`, plans again
     with the budgets lowered and records the change in plan.json."""
     from avstack.prompting.stacks import parse_stack_name
-    from avstack.runs.limits import refuse_or_fit
-    from avstack.runs.plan import write_plan
+    from avstack.runs.planning.plan import write_plan
+    from avstack.runs.planning.provider_limits import refuse_or_fit
 
     def budget_of(stack: str) -> Any:
         try:
@@ -81,8 +81,8 @@ def within_limits(
 def bill(plan: Plan, out: Path, costing: Costing, say: Say) -> Any:
     """Say the plan; refuse to start above --max-cost; the Budget that stops the run once the
     servers' reported usage reaches it (None: no limit)."""
-    from avstack.runs.cost import Budget, Price
-    from avstack.runs.plan import plan_table
+    from avstack.runs.planning.cost import Budget, Price
+    from avstack.runs.planning.plan import plan_table
 
     if costing.max_cost is None:
         return None
@@ -101,6 +101,6 @@ def bill(plan: Plan, out: Path, costing: Costing, say: Say) -> Any:
 
 def planned(plan: Plan, out: Path) -> str:
     """What a dry run prints after the plan."""
-    from avstack.runs.plan import plan_table
+    from avstack.runs.planning.plan import plan_table
 
     return f"{plan_table(plan)}\nplan: {out / 'plan.json'} (nothing was sent)"

@@ -17,11 +17,11 @@ from avstack.errors import UsageError
 from avstack.io import DataError, Progress, write_json_atomic
 from avstack.manifest import PREPARED_FORMAT as FORMAT  # 2: one clock per clip (streams, damage); older folders refused
 from avstack.manifest import ClipRecord, ManifestWriter
+from avstack.preparation.clip_halves import AUDIO, ClipJoiner, crashed_part, part_order, prepare_part
 from avstack.preparation.discover import VIDEO_SUFFIXES, ClipJob, Layout, discover_all
 from avstack.preparation.executors.local import map_surviving
 from avstack.preparation.feeder import AsrFeeder, asr_mode, asr_order
 from avstack.preparation.jobplan import JobPlan, plan_job
-from avstack.preparation.parts import AUDIO, ClipJoiner, crashed_part, part_order, prepare_part
 from avstack.preparation.settings import PrepareSettings
 from avstack.preparation.stages import crashed_record, prepare_clip
 from avstack.profiling import merged, profiled, stage
@@ -215,7 +215,7 @@ def _run_parts(
     jobs: list[ClipJob], s: PrepareSettings, out: Path, workers: int, heard: Callable[[ClipRecord], None]
 ) -> Iterator[ClipRecord]:
     """Each clip's audio part (to `heard` as it comes) and frames part (yielded: one per clip, for
-    the progress bar), audio parts AUDIO_LEAD clips ahead (preparation.parts)."""
+    the progress bar), audio parts AUDIO_LEAD clips ahead (preparation.clip_halves)."""
     lead = AUDIO_LEAD_PER_WORKER * workers + s.asr_batch
     order = part_order(jobs, lead)
     run_one = partial(prepare_part, s=s, out=out)

@@ -60,7 +60,7 @@ def interface_pairs(variants: Iterable[str]) -> list[tuple[str, str, str]]:
 @dataclass(frozen=True)
 class Changes:
     """What an arm may change in the requests of the arm it is compared with (its parent), part by
-    part (avstack.runs.integrity checks it before anything is sent). Declared beside each cue and
+    part (avstack.runs.ablation.integrity checks it before anything is sent). Declared beside each cue and
     axis below, so a new axis says what it changes where it is defined.
 
     text: none | tags (frame tags removed, words deleted from the lines that introduce them) |

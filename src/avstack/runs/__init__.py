@@ -1,6 +1,14 @@
-"""Running requests against models: the engine (retries, resumable, a run folder), the back-ends
-(runners/: OpenAI-compatible, Gemini, Hugging Face, replay), the secrets they never write, and the
-input-stack ablation of any task (ablation: its stacks, rounds, cue values and report).
+"""Running requests against models, in four rooms by concern:
+
+- `sending/`: the engine (retries, resumable, a run folder), the back-ends (runners/: one
+  abstract contract; OpenAI-compatible, Gemini, Anthropic, Hugging Face, replay), the provider's
+  batch API, the secrets never written, and the causes of failed requests;
+- `planning/`: every request counted and billed before it is sent, the providers' limits and
+  prompt-cache rules, the plan as a typed record;
+- `ablation/`: the input-stack ablation of any task: its arms, their integrity, their inputs
+  against the plan, the A/A noise floor;
+- `exports/`: one writer of every task's items for other harnesses. `lmms_hooks` stays at
+  `avstack.runs.lmms_hooks`: the lmms-eval task folders already exported import it by that name.
 
 May import: avstack.io, avstack.version, avstack.prompting, avstack.analysis. Never a task: the engine knows
 no benchmark.

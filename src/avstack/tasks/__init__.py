@@ -21,8 +21,8 @@ from avstack.errors import UsageError
 from avstack.options import STACKS, flag_of, given, option
 from avstack.preparation.discover import Layout
 from avstack.prompting.budget import FPS_FLAG, MAX_FRAMES_FLAG, one_budget
-from avstack.runs.engine import Asking
-from avstack.runs.runners import Backend, make_backend
+from avstack.runs.sending.engine import Asking
+from avstack.runs.sending.runners import Backend, make_backend
 
 TS_HELP = "How frame times are told: ms, seconds, mmss, qwen, index, overlay"
 WORDS_HELP = "How word times are told: json, srt, inline"
@@ -141,7 +141,7 @@ class Task:
     run: Callable[[RunJob], Outcome]  # run a model and score it
     score: Callable[[Path, Path], Outcome]  # (ground truth file, predictions file) -> scores
     report: Callable[[list[Path], Path, str | None], Report]  # run folders (first = baseline), out, cluster
-    # the task as the ablation engine sees it (avstack.runs.ablation.AblationTask), for a prepared
+    # the task as the ablation engine sees it (avstack.runs.ablation.arms.AblationTask), for a prepared
     # folder and the task's inputs; None: the task has no ablation
     ablation: Callable[[Path | None, Any], Any] | None = None
     # `avstack stacks`: each item's rendered request under one stack into a JSONL file, in a format

@@ -16,7 +16,7 @@ import numpy as np
 
 from avstack.errors import UsageError
 from avstack.prompting.messages import Request
-from avstack.runs.runners import Answer, Backend, seeded_rng
+from avstack.runs.sending.runners import Answer, Backend, seeded_rng
 from avstack.tasks.ecog.metrics import load_mask
 
 DEICTIC = {

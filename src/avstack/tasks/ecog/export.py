@@ -16,7 +16,7 @@ from avstack.io import DataError, atomic_stream, write_jsonl_atomic
 from avstack.manifest import ClipRecord, data_root_of, iter_manifest, manifest_shards
 from avstack.prompting.messages import Audio, Request, Video, flat_prompt, render, to_openai
 from avstack.prompting.stacks import Stack
-from avstack.runs.exports import ExportOptions, part_layout
+from avstack.runs.exports.rows import ExportOptions, part_layout
 from avstack.tasks.ecog.prompt import EcogOptions
 from avstack.tasks.ecog.runs import request_or_problem, requests_for, require_ground_truth, usable
 

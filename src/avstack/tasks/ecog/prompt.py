@@ -19,7 +19,7 @@ from avstack.errors import UsageError
 from avstack.manifest import ClipRecord
 from avstack.prompting.budget import budgeted
 from avstack.prompting.messages import Request
-from avstack.prompting.parts import asr_text, frame_times_told, frame_views, request_parts, shared_prefix
+from avstack.prompting.shared_parts import asr_text, frame_times_told, frame_views, request_parts, shared_prefix
 from avstack.prompting.stacks import Stack
 from avstack.prompting.templates import PART, PromptSet, clean, load_prompts
 from avstack.prompting.timefmt import parse_words

@@ -11,7 +11,7 @@ from avstack.io import DataError, read_json_file, read_predictions, write_json_a
 from avstack.manifest import ClipRecord, Prepared, opened
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack
-from avstack.runs.engine import Asking, WorkItem, run_items
+from avstack.runs.sending.engine import Asking, WorkItem, run_items
 from avstack.tasks.ecog.data import GtClip
 from avstack.tasks.ecog.parse import parse_answer
 from avstack.tasks.ecog.prompt import PROMPT_VERSION, EcogOptions, build_request, prompt_set

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from avstack.runs.causes import count_causes
+from avstack.runs.sending.causes import count_causes
 from avstack.tasks.ecog.data import GtClip
 from avstack.tasks.ecog.metrics import METRICS, ClipScore, score_clip
 

@@ -12,9 +12,9 @@ from avstack.options import TASK as TASK_PANEL
 from avstack.options import option
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack, interface_pairs, make_stack
-from avstack.runs.ablation import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
-from avstack.runs.engine import Asking
-from avstack.runs.exports import ExportOptions
+from avstack.runs.ablation.arms import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
+from avstack.runs.exports.rows import ExportOptions
+from avstack.runs.sending.engine import Asking
 from avstack.tasks import (
     Outcome,
     RunJob,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.io import read_json_file, read_predictions, write_json_atomic, write_per_item
-from avstack.runs.engine import Asking, WorkItem, run_items
+from avstack.runs.sending.engine import Asking, WorkItem, run_items
 from avstack.tasks.egogap.data import EgoGapDataError, Item, load_bundles
 from avstack.tasks.egogap.inputs import EgogapInputs
 from avstack.tasks.egogap.parse import parse_letter

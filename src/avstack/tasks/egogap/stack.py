@@ -50,7 +50,7 @@ class EgoGapStack:
 
     def changes_from(self, other: object) -> Changes | None:
         """What this condition may change in `other`'s requests when it is one step from it (the
-        engine's arm integrity check, avstack.runs.integrity); None when it is not."""
+        engine's arm integrity check, avstack.runs.ablation.integrity); None when it is not."""
         if not isinstance(other, EgoGapStack) or other == self:
             return None
         if self.repeat or other.repeat:

@@ -11,10 +11,10 @@ from avstack.analysis.tables import Report, failed_label, failures_note, markdow
 from avstack.errors import UsageError
 from avstack.io import DataError, read_json_file, read_predictions
 from avstack.prompting.messages import Request
-from avstack.runs.ablation import AblationSpec, Scored, request_failures
-from avstack.runs.causes import count_causes
-from avstack.runs.engine import Asking
-from avstack.runs.exports import ExportOptions, ExportRow, LmmsTask, write_export
+from avstack.runs.ablation.arms import AblationSpec, Scored, request_failures
+from avstack.runs.exports.rows import ExportOptions, ExportRow, LmmsTask, write_export
+from avstack.runs.sending.causes import count_causes
+from avstack.runs.sending.engine import Asking
 from avstack.tasks import (
     Outcome,
     RunJob,

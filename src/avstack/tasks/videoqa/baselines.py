@@ -8,7 +8,7 @@ from typing import Any
 
 from avstack.errors import UsageError
 from avstack.prompting.messages import Request
-from avstack.runs.runners import Answer, Backend, seeded_rng
+from avstack.runs.sending.runners import Answer, Backend, seeded_rng
 
 
 class Oracle(Backend):

@@ -13,14 +13,14 @@ from avstack.io import DataError, inside
 from avstack.manifest import ClipRecord
 from avstack.prompting.budget import budgeted
 from avstack.prompting.messages import Image, Request, Text
-from avstack.prompting.parts import asr_text, frame_times_told, frame_views, request_parts, shared_prefix
+from avstack.prompting.shared_parts import asr_text, frame_times_told, frame_views, request_parts, shared_prefix
 from avstack.prompting.stacks import Stack
 from avstack.prompting.templates import PART, PromptSet, clean, load_prompts
 from avstack.prompting.timefmt import parse_words, words_block
 from avstack.tasks.videoqa.data import Item
 from avstack.tasks.videoqa.subtitles import read_subtitles
 
-PROMPT_VERSION = "videoqa-2"  # 2: the clip's video or sound after the question (prompting.parts), as EcoG's
+PROMPT_VERSION = "videoqa-2"  # 2: the clip's video or sound after the question (prompting.shared_parts), as EcoG's
 BUILTIN = Path(__file__).with_name("prompts")
 
 

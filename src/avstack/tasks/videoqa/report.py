@@ -9,7 +9,7 @@ from typing import Any
 from avstack.analysis.compare import ItemTable, compare_runs, csv_rows, fmt_delta, plot_deltas
 from avstack.analysis.tables import Report, failed_label, failures_note, markdown_table, write_markdown
 from avstack.io import read_json_file, read_predictions, write_csv_atomic
-from avstack.runs.ablation import request_failures
+from avstack.runs.ablation.arms import request_failures
 from avstack.tasks.videoqa.runs import score_run
 from avstack.tasks.videoqa.score import THRESHOLDS
 

@@ -9,7 +9,7 @@ from typing import Any
 from avstack.io import DataError, read_json_file, read_predictions, write_json_atomic, write_per_item
 from avstack.manifest import ClipRecord, Prepared, data_root_of, opened
 from avstack.prompting.stacks import Stack
-from avstack.runs.engine import Asking, WorkItem, run_items
+from avstack.runs.sending.engine import Asking, WorkItem, run_items
 from avstack.tasks.videoqa.data import Item, load_questions
 from avstack.tasks.videoqa.inputs import VideoqaInputs
 from avstack.tasks.videoqa.longform import submissions

@@ -12,9 +12,9 @@ from avstack.io import DataError, read_predictions
 from avstack.manifest import ClipRecord, Prepared, opened
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack
-from avstack.runs.ablation import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
-from avstack.runs.engine import Asking
-from avstack.runs.exports import ExportOptions, ExportRow, LmmsTask, write_export
+from avstack.runs.ablation.arms import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
+from avstack.runs.exports.rows import ExportOptions, ExportRow, LmmsTask, write_export
+from avstack.runs.sending.engine import Asking
 from avstack.tasks import (
     Outcome,
     RunJob,

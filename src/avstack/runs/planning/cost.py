@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.errors import UsageError
-from avstack.runs.audio_cost import audio_rule, audio_tokens  # noqa: F401 - re-exported, where the plan reads them
+from avstack.runs.planning.audio_cost import audio_rule, audio_tokens  # noqa: F401 - re-exported, where the plan reads them
 
 PRICES_FILE = Path(__file__).with_name("prices.json")
 CHARS_PER_TOKEN = 4  # the stated estimate where no tokenizer is installed (English prose, OpenAI's rule of thumb)

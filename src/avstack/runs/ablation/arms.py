@@ -26,13 +26,13 @@ from avstack.io import atomic_write, write_csv_atomic, write_json_atomic
 from avstack.prompting.budget import FrameBudget
 from avstack.prompting.messages import Request, shared_prefixes
 from avstack.prompting.stacks import VARIANTS, Stack, Subset, make_stack, subset_stacks
-from avstack.runs.engine import Asking, RunSettings
-from avstack.runs.integrity import arms_of, changes_section, check_arms
-from avstack.runs.interleave import run_interleaved
-from avstack.runs.noise import asking_for, is_repeat, noise_section
-from avstack.runs.plan import Counting, plan_requests, usage_section, write_plan
-from avstack.runs.plan_record import Plan
-from avstack.runs.reconcile import as_json, inputs_section, marked, reconcile
+from avstack.runs.ablation.integrity import arms_of, changes_section, check_arms
+from avstack.runs.ablation.noise import asking_for, is_repeat, noise_section
+from avstack.runs.ablation.reconcile import as_json, inputs_section, marked, reconcile
+from avstack.runs.planning.plan import Counting, plan_requests, usage_section, write_plan
+from avstack.runs.planning.plan_record import Plan
+from avstack.runs.sending.engine import Asking, RunSettings
+from avstack.runs.sending.interleave import run_interleaved
 
 UNTIL = ("all", "decided")
 # every option of an ablation of input stacks (AblationSpec.asks_for names): what EcoG and videoqa honour
@@ -221,9 +221,9 @@ def plan_stacks(
     max_output_tokens: int = 512,
     prices_file: Path | None = None,
 ) -> Plan:
-    """What running `stacks` would ask and cost (avstack.runs.plan), written to out/plan.json; no
+    """What running `stacks` would ask and cost (avstack.runs.planning.plan), written to out/plan.json; no
     request is sent (a local server may be asked to count the text: `Counting.server`). First every
-    arm's requests are held to its parent's (avstack.runs.integrity): an arm that differs by more
+    arm's requests are held to its parent's (avstack.runs.ablation.integrity): an arm that differs by more
     than its cue raises ArmMismatch, and nothing is planned or sent."""
     requests = {stack.name: task.requests(stack) for stack in stacks}
     changed = check_arms(arms_of(stacks), requests)
@@ -288,7 +288,7 @@ def ablate(
 
 def run_stacks(task: AblationTask, stacks: Sequence[Any], out: Path, asking: Asking, only: set[str] | None) -> None:
     """Every stack into out/<stack>/ (an existing folder resumes: nothing answered is asked again),
-    one clip's stacks together through one pool of --concurrency (avstack.runs.interleave); in
+    one clip's stacks together through one pool of --concurrency (avstack.runs.sending.interleave); in
     batch mode one stack after another (each stack's requests are one batch)."""
     settings = asking.settings or RunSettings()
     if len(stacks) < 2 or settings.batch_poll_s is not None or not settings.interleave:
@@ -384,8 +384,8 @@ def request_failures(predictions: Sequence[Mapping[str, Any]], ids: set[str], id
     """How many of the items got an answer, and the requests that failed (refused, 4xx, no answer, an
     input that could not be read), with their causes: a stack that got no answer is no model that
     scored zero. Last line per item wins, as in the engine."""
-    from avstack.runs.causes import count_causes
-    from avstack.runs.engine import failed_request
+    from avstack.runs.sending.causes import count_causes
+    from avstack.runs.sending.engine import failed_request
 
     last = {str(p.get(id_field)): p for p in predictions if str(p.get(id_field)) in ids}
     causes = count_causes(str(rec.get("error")) for rec in last.values() if failed_request(dict(rec)))

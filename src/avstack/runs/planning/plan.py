@@ -1,6 +1,6 @@
 """The bill before paying it: per stack and in total, the requests, images, image and text
 tokens, what the answer cache already holds or an earlier stack asks too, and the price
-(avstack.runs.cost). Nothing is sent; the requests are the ones the run would send."""
+(avstack.runs.planning.cost). Nothing is sent; the requests are the ones the run would send."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from typing import Any
 
 from avstack.io import read_jsonl_objects, write_json_atomic
 from avstack.prompting.messages import Audio, Image, Request, Text, Video, shared_prefixes, unmarked_unless_shared
-from avstack.runs.cost import (
+from avstack.runs.ablation.integrity import item_of
+from avstack.runs.ablation.reconcile import adjacent_images, input_uncertainty
+from avstack.runs.planning.cost import (
     audio_rule,
     audio_tokens,
     cached_tokens,
@@ -24,13 +26,11 @@ from avstack.runs.cost import (
     usage_tokens,
     wav_duration_ms,
 )
-from avstack.runs.counting import Counting, sent_digest
-from avstack.runs.engine import AnswerCache, request_key
-from avstack.runs.integrity import item_of
-from avstack.runs.limits import Breach, breaches_of, limits_said, measure
-from avstack.runs.plan_record import Plan, PlanTotal, StackBill
-from avstack.runs.providers import CacheRule, Family, family_of
-from avstack.runs.reconcile import adjacent_images, input_uncertainty
+from avstack.runs.planning.counting import Counting, sent_digest
+from avstack.runs.planning.plan_record import Plan, PlanTotal, StackBill
+from avstack.runs.planning.provider_limits import Breach, breaches_of, limits_said, measure
+from avstack.runs.planning.providers import CacheRule, Family, family_of
+from avstack.runs.sending.engine import AnswerCache, request_key
 
 
 def _part_key(req: Request, part: Any) -> tuple[str, str]:
@@ -181,7 +181,7 @@ class Tally:
         self.prefixes = PrefixCache(rule, len(stacks), self.prefix_tokens, self.shared) if rule else None
         self.breaches: list[Breach] = []
         # each request's input tokens and how far they may be off, by item: what the server's count
-        # is held to after the run (avstack.runs.reconcile)
+        # is held to after the run (avstack.runs.ablation.reconcile)
         self.inputs: dict[str, dict[str, list[int | None]]] = {name: {} for name in stacks}
         self.sent: dict[str, dict[str, str]] = {name: {} for name in stacks}  # each request as sent, digested
 

@@ -25,11 +25,11 @@ from typing import Any
 from avstack.errors import UsageError
 from avstack.io import DataError, JsonlAppender, Progress, read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 from avstack.prompting.messages import Request, unmarked_unless_shared
-from avstack.runs.cost import Budget, BudgetReached
-from avstack.runs.interleave import LANE
-from avstack.runs.limits import limit_named
-from avstack.runs.runners import Backend, FatalError, TransientError, refusal
-from avstack.runs.secrets import Scrubber
+from avstack.runs.planning.cost import Budget, BudgetReached
+from avstack.runs.planning.provider_limits import limit_named
+from avstack.runs.sending.interleave import LANE
+from avstack.runs.sending.runners import Backend, FatalError, TransientError, refusal
+from avstack.runs.sending.secrets import Scrubber
 from avstack.version import __version__
 
 # errors that say nothing about the item: a rerun asks again (legacy runs stored them as answers)
@@ -186,7 +186,7 @@ def answer_key_id(backend_id: str, settings: dict[str, Any]) -> str:
     """The back-end's id in answer keys: with the generation settings that differ from the
     defaults (`--max-tokens 300` is another answer than 2,048), so the default keys stay as they
     were and an answer is never reused under other settings."""
-    from avstack.runs.runners import DEFAULTS
+    from avstack.runs.sending.runners import DEFAULTS
 
     changed = [f"{k}={settings[k]}" for k in GENERATION if k in settings and settings[k] != DEFAULTS[k]]
     return "|".join([backend_id, *changed])
@@ -212,13 +212,13 @@ def _batch_answers(
     backend: Backend, bid: str, todo: list[WorkItem], cache: AnswerCache, out: Path, s: RunSettings, scrub: Scrubber
 ) -> dict[str, dict[str, Any]]:
     """In batch mode: the answers of the requests not yet answered nor cached, from the provider's
-    batch API (avstack.runs.batch); what it leaves unanswered is asked online as usual."""
+    batch API (avstack.runs.sending.batch_api); what it leaves unanswered is asked online as usual."""
     if s.batch_poll_s is None:
         return {}
     client = backend.batch_client()
     if client is None:
         raise NoBatchMode(f"--batch: the back-end {bid!r} has no batch mode (OpenAI-compatible servers have)")
-    from avstack.runs.batch import answer_in_batches
+    from avstack.runs.sending.batch_api import answer_in_batches
 
     pending = [(request_key(bid, it.request), it.request) for it in todo if it.request is not None and it.error is None]
     pending = [(k, r) for k, r in pending if cache.get(k) is None]

@@ -4,7 +4,7 @@ A request over a provider's cap fails only after the run has paid for every requ
 (lmms-eval #256: "Too many images in request: 251, maximum allowed: 250", closed unfixed). Here
 every request of every stack is measured first (images, the largest image's bytes and side, the
 body's bytes as sent in base64, the sound's seconds) against the model family's limits in
-runs/providers.json; a breach names the limit, the item and the largest frame budget that fits,
+runs/planning/providers.json; a breach names the limit, the item and the largest frame budget that fits,
 and `--fit-limits` lowers the budget to that instead. A server error that names a limit (the texts
 in shared/providers/FACTS.md) is final, and recorded with the limit it names."""
 
@@ -19,7 +19,7 @@ from typing import Any
 from avstack.errors import UsageError
 from avstack.prompting.budget import FrameBudget
 from avstack.prompting.messages import Audio, Image, Request, Text, Video
-from avstack.runs.providers import Family, Limits
+from avstack.runs.planning.providers import Family, Limits
 
 # base64 makes 3 bytes 4; a part's JSON framing is small beside an image, so it is left out
 BASE64 = 4 / 3
@@ -59,7 +59,7 @@ class Measured:
 
 
 def measure(req: Request, sizes: dict[Path, tuple[int, int]] | None = None) -> Measured:
-    from avstack.runs.cost import image_size, wav_duration_ms
+    from avstack.runs.planning.cost import image_size, wav_duration_ms
 
     sizes = {} if sizes is None else sizes
     sides, sent, body, audio_s = [], [], len(req.system.encode()), 0.0

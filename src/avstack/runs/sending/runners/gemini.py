@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.prompting.messages import Audio, Image, Request, Text, Video, mime_of
-from avstack.runs.runners.base import (
+from avstack.runs.sending.runners.base import (
     DEFAULTS,
     FATAL_STATUS,
     RETRY_STATUS,
@@ -119,7 +119,7 @@ class Gemini(Backend):
         )
 
     def inlined(self, request: Request) -> dict[str, Any]:
-        """The request as one inlined request of a batch (avstack.runs.batch)."""
+        """The request as one inlined request of a batch (avstack.runs.sending.batch_api)."""
         return {
             "contents": [self._types.Content(role="user", parts=self.parts(request))],
             "config": self.config(request),
@@ -132,8 +132,8 @@ class Gemini(Backend):
         return sum(request.path_of(p).stat().st_size * 4 // 3 for p in media) + text + 1024
 
     def batch_client(self) -> Any:
-        """Gemini's batch mode through the same client (avstack.runs.batch)."""
-        from avstack.runs.batch import GeminiBatchClient
+        """Gemini's batch mode through the same client (avstack.runs.sending.batch_api)."""
+        from avstack.runs.sending.batch_api import GeminiBatchClient
 
         return GeminiBatchClient(self._client, self.model, self.inlined, self.inlined_size)
 

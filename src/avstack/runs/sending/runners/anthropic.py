@@ -21,7 +21,7 @@ import os
 from typing import Any
 
 from avstack.prompting.messages import Image, Request, Text, to_anthropic
-from avstack.runs.runners.base import (
+from avstack.runs.sending.runners.base import (
     DEFAULTS,
     FATAL_STATUS,
     Answer,
@@ -115,8 +115,8 @@ class Anthropic(Backend):
         return Answer(text, usage)
 
     def batch_client(self) -> Any:
-        """Message Batches through the same client (avstack.runs.batch)."""
-        from avstack.runs.batch import AnthropicBatchClient
+        """Message Batches through the same client (avstack.runs.sending.batch_api)."""
+        from avstack.runs.sending.batch_api import AnthropicBatchClient
 
         if self._client is None:
             self._client = self._make_client()

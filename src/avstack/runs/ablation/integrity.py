@@ -348,6 +348,6 @@ def changes_section(counts: Sequence[ArmCounts] | Sequence[Mapping[str, Any]]) -
         return ""
     lines = ["", "## What each arm changes", ""]
     lines += ["Each arm's requests against those of the arm it is one step from, item by item, before sending:"]
-    lines += ["anything beyond what its cue may change stops the plan (avstack.runs.integrity).", ""]
+    lines += ["anything beyond what its cue may change stops the plan (avstack.runs.ablation.integrity).", ""]
     lines += [f"- `{c.arm}` against `{c.parent}` ({c.cue}): {c.said()}" for c in rows]
     return "\n".join([*lines, ""])

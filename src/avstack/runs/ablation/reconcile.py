@@ -19,8 +19,8 @@ from typing import Any
 
 from avstack.io import read_jsonl_objects
 from avstack.prompting.messages import Image, Request
-from avstack.runs.cost import audio_rule
-from avstack.runs.plan_record import Plan
+from avstack.runs.planning.cost import audio_rule
+from avstack.runs.planning.plan_record import Plan
 
 # the stated error of a text estimate, as a share of its tokens plus a request's framing
 TEXT_ERROR = {"server": (0.0, 0), "tiktoken": (0.05, 12), "estimate": (0.25, 12)}

@@ -15,7 +15,7 @@ from typing import Any
 
 from avstack.errors import UsageError
 from avstack.prompting.messages import AUDIO_AS, Request, prefix_digest, to_openai
-from avstack.runs.runners.base import (
+from avstack.runs.sending.runners.base import (
     DEFAULTS,
     FATAL_STATUS,
     RETRY_STATUS,
@@ -27,7 +27,7 @@ from avstack.runs.runners.base import (
     parts_of,
     retry_after_s,
 )
-from avstack.runs.runners.server_probe import MODALITY, ServerProbe
+from avstack.runs.sending.runners.server_probe import MODALITY, ServerProbe
 
 OPENAI_API = "https://api.openai.com"
 NO_KEY = "no-key"  # the client insists on a key; a local server needs none, so the header is left out
@@ -255,8 +255,8 @@ class OpenAICompat(Backend):
         return True
 
     def batch_client(self) -> Any:
-        """The official client and the request bodies, for the Batch API (avstack.runs.batch)."""
-        from avstack.runs.batch import BatchClient
+        """The official client and the request bodies, for the Batch API (avstack.runs.sending.batch_api)."""
+        from avstack.runs.sending.batch_api import BatchClient
 
         if self._client is None:
             self._client = self._make_client(self._key)

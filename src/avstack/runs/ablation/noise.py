@@ -21,8 +21,8 @@ import numpy as np
 from avstack.analysis.stats import paired_bootstrap_ci
 from avstack.analysis.tables import markdown_table
 from avstack.io import read_jsonl_objects, write_json_atomic
-from avstack.runs.engine import Asking, RunSettings
-from avstack.runs.reconcile import item_of_record
+from avstack.runs.ablation.reconcile import item_of_record
+from avstack.runs.sending.engine import Asking, RunSettings
 
 
 def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:

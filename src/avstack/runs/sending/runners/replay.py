@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.prompting.messages import Request
-from avstack.runs.runners.base import Answer, Backend
+from avstack.runs.sending.runners.base import Answer, Backend
 
 
 class Replay(Backend):

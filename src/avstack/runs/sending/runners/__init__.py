@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from avstack.errors import UsageError
-from avstack.runs.runners.base import (
+from avstack.runs.sending.runners.base import (
     DEFAULTS,
     Answer,
     Backend,
@@ -30,18 +30,22 @@ MODEL_BACKENDS = ("openai:MODEL", "gemini:MODEL", "anthropic:MODEL", "hf:MODEL",
 # BackendOptions it honours (one given away from its default that it does not honour is refused)
 MODEL_CLASSES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "openai": (
-        "avstack.runs.runners.openai_compat",
+        "avstack.runs.sending.runners.openai_compat",
         "OpenAICompat",
         ("base_url", "temperature", "max_tokens", "json_mode", "timeout", "audio_as", "audio_format"),
     ),
     "gemini": (
-        "avstack.runs.runners.gemini",
+        "avstack.runs.sending.runners.gemini",
         "Gemini",
         ("base_url", "temperature", "max_tokens", "json_mode", "timeout"),
     ),
-    "anthropic": ("avstack.runs.runners.anthropic", "Anthropic", ("base_url", "temperature", "max_tokens", "timeout")),
-    "hf": ("avstack.runs.runners.hf", "HFLocal", ("temperature", "max_tokens")),
-    "replay": ("avstack.runs.runners.replay", "Replay", ()),
+    "anthropic": (
+        "avstack.runs.sending.runners.anthropic",
+        "Anthropic",
+        ("base_url", "temperature", "max_tokens", "timeout"),
+    ),
+    "hf": ("avstack.runs.sending.runners.hf", "HFLocal", ("temperature", "max_tokens")),
+    "replay": ("avstack.runs.sending.runners.replay", "Replay", ()),
 }
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.prompting.messages import Request, unmarked_unless_shared
-from avstack.runs.runners.base import Backend
+from avstack.runs.sending.runners.base import Backend
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from avstack.errors import UsageError
 from avstack.prompting.messages import Request, flat_prompt, to_hf
-from avstack.runs.runners.base import DEFAULTS, Answer, Backend, MissingExtra, parts_of
+from avstack.runs.sending.runners.base import DEFAULTS, Answer, Backend, MissingExtra, parts_of
 
 
 def _modules() -> tuple[Any, Any]:
