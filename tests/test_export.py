@@ -39,7 +39,7 @@ def test_jsonl_export_follows_the_stack(prepared, tmp_path):
     assert all("<timestamp_ms>" not in r["question"] and r["stack"] == "full-no_frame_ts" for r in rows)
     assert all(r["images"] and all(Path(p).is_file() for p in r["images"]) for r in rows)
     res = CliRunner().invoke(app, ["export", str(prepared), "--to", "tsv", "--out", str(tmp_path)])
-    assert res.exit_code == 2 and "openai-batch, jsonl, hf" in res.output
+    assert res.exit_code == 2 and "jsonl, openai-batch, hf" in res.output
 
 
 def test_exports_are_written_in_shards_with_the_same_rows(prepared, tmp_path):

@@ -58,9 +58,11 @@ def test_lmms_eval_task_folder_scores_like_avstack(prepared, tmp_path):
     # oracle answers: 100% on every metric
     from avstack.tasks.ecog.baselines import oracle_answer
 
+    # one schema for every task: the clip's size is in the row's extra
+    sizes = [json.loads(d["extra"]) for d in docs]
     scores = [
-        task["process_results"](d, [json.dumps(oracle_answer(json.loads(d["answer"]), d["width"], d["height"]))])
-        for d in docs
+        task["process_results"](d, [json.dumps(oracle_answer(json.loads(d["answer"]), z["width"], z["height"]))])
+        for d, z in zip(docs, sizes)
     ]
     agg = {m: task["metric_list"][i]["aggregation"]([s[m] for s in scores]) for i, m in enumerate(METRICS)}
     assert agg == {m: 1.0 for m in METRICS}

@@ -1,7 +1,7 @@
-"""Precomputed requests for other harnesses, for any task: rows of (id, request, answer) written
-as JSONL, an OpenAI batch file, Hugging Face Parquet shards (images embedded), or an lmms-eval
-task folder over those shards whose hooks are the task's own parser and scorer. A task builds its
-rows (tasks/<name>/task.py: `export`); the formats are written here, the same for every task."""
+"""What every task's export is made of: rows of (id, request, answer, extra), one row format for
+JSONL, Hugging Face Parquet (one schema, images embedded) and lmms-eval, an OpenAI batch line,
+and the lmms-eval task folder (its YAML and utils, whose hooks are the task's own parser and
+scorer). A task hands its rows to the one writer (runs.exports.writer)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from avstack.errors import MissingPackage, UsageError
-from avstack.io import DataError, atomic_write, write_jsonl_atomic
+from avstack.errors import MissingPackage
+from avstack.io import atomic_write
 from avstack.options import OUTPUT, option
 from avstack.prompting.messages import Audio, Request, Text, Video, flat_prompt, to_openai
 
@@ -32,7 +32,7 @@ class ExportOptions:
     model: str = option("gpt-4o", "Model named in openai-batch request bodies", panel=OUTPUT)
     max_tokens: int = option(2048, "Longest answer (openai-batch bodies, lmms-eval generation)", panel=OUTPUT)
     shard_size: int = option(SHARD_SIZE, "Rows per shard (per Parquet file for hf)", panel=OUTPUT)
-    executor: str = option("local", "local, or ray (ecog: shards written by Ray Data workers)", panel=OUTPUT)
+    executor: str = option("local", "local, or ray (the shards written by Ray Data workers)", panel=OUTPUT)
     ray_address: str | None = option(None, "Ray cluster address (default RAY_ADDRESS)", panel=OUTPUT)
 
 
@@ -93,51 +93,28 @@ def batch_line(item: ExportRow, model: str, max_tokens: int) -> dict[str, Any]:
     return {"custom_id": item.id, "method": "POST", "url": "/v1/chat/completions", "body": body}
 
 
-def write_export(rows: Sequence[ExportRow], stack: str, opts: ExportOptions, lmms: LmmsTask | None = None) -> Path:
-    """Every row in the chosen format under opts.out; the path of the file (lmms-eval: the task
-    YAML). Refused before anything is written: an unknown format, no rows, or lmms-eval for a task
-    with no hooks."""
-    if opts.to not in FORMATS:
-        raise UsageError(f"--to must be one of {', '.join(FORMATS)}, or features; found {opts.to!r}")
-    if not rows:
-        raise DataError(f"nothing to export to {opts.out}: no item has a request under {stack}")
-    if opts.to == "lmms-eval" and lmms is None:
-        raise UsageError("--to lmms-eval: this task has no lmms-eval hooks (export --to hf or jsonl)")
-    out = Path(opts.out)
-    if opts.to == "jsonl":
-        write_jsonl_atomic(out / "data.jsonl", [row_of(r, stack) for r in rows])
-        return out / "data.jsonl"
-    if opts.to == "openai-batch":
-        path = out / "batch.jsonl"
-        write_jsonl_atomic(path, [batch_line(r, opts.model, opts.max_tokens) for r in rows])
-        return path
-    first = write_parquet_shards([row_of(r, stack) for r in rows], out, opts.shard_size)
-    if opts.to == "hf":
-        return first
-    assert lmms is not None
-    return write_lmms_task(out, stack, lmms, str((out / "test-*.parquet").resolve()), opts.max_tokens)
-
-
-def write_parquet_shards(rows: list[dict[str, Any]], out: Path, shard_size: int) -> Path:
-    """test-00000.parquet, ... with the images embedded (datasets.Image), old shards removed."""
+def parquet_features() -> Any:
+    """The one Parquet schema of every task's rows (row_of): text columns, the images embedded
+    (datasets.Image) so a shard is self-contained, and each image's pts."""
     try:
-        from datasets import Dataset, Features, Image, Sequence, Value
+        from datasets import Features, Image, Sequence, Value
     except ImportError as exc:
         raise MissingPackage("--to hf needs the datasets package: pip install 'avstack[export]'") from exc
     text = Value("string")
-    features = Features(
+    return Features(
         {k: text for k in ("id", "stack", "system", "question", "parts", "video", "audio", "answer", "extra")}
         | {"images": Sequence(Image()), "image_pts_ms": Sequence(Value("int64"))}
     )
-    out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("test-*.parquet"):
-        old.unlink()
-    size = max(1, shard_size)
-    for k in range(0, len(rows), size):
-        tmp = out / f".test-{k // size:05d}.parquet.tmp"
-        Dataset.from_list(rows[k : k + size], features=features).to_parquet(str(tmp))
-        tmp.replace(out / f"test-{k // size:05d}.parquet")
-    return out / "test-00000.parquet"
+
+
+def write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
+    """One shard of rows as Parquet (an empty shard writes nothing)."""
+    from datasets import Dataset
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if rows:
+        Dataset.from_list(rows, features=parquet_features()).to_parquet(str(path))
+    return path
 
 
 UTILS = '''"""lmms-eval hooks for an avstack export (generated by `avstack export --to lmms-eval`)."""

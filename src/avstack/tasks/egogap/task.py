@@ -12,7 +12,8 @@ from avstack.errors import UsageError
 from avstack.io import DataError, read_json_file, read_predictions
 from avstack.prompting.messages import Request
 from avstack.runs.ablation.arms import AblationSpec, Scored, request_failures
-from avstack.runs.exports.rows import ExportOptions, ExportRow, LmmsTask, write_export
+from avstack.runs.exports.rows import ExportOptions, ExportRow, LmmsTask
+from avstack.runs.exports.writer import write_export
 from avstack.runs.sending.causes import count_causes
 from avstack.runs.sending.engine import Asking
 from avstack.tasks import (

@@ -13,7 +13,8 @@ from avstack.manifest import ClipRecord, Prepared, opened
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack
 from avstack.runs.ablation.arms import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
-from avstack.runs.exports.rows import ExportOptions, ExportRow, LmmsTask, write_export
+from avstack.runs.exports.rows import ExportOptions, ExportRow, LmmsTask
+from avstack.runs.exports.writer import write_export
 from avstack.runs.sending.engine import Asking
 from avstack.tasks import (
     Outcome,
