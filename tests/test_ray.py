@@ -193,6 +193,25 @@ def test_ray_workers_write_the_export_shards(cluster, tmp_path):
     assert remote.read_bytes() == local.read_bytes() and len(local.read_text().splitlines()) == 7
 
 
+def test_ray_workers_write_every_tasks_export(cluster, tmp_path):
+    """One writer for every task (#76): EgoGap's rows, sharded, written by Ray Data workers, are the
+    bytes the local writer gives (JSONL and the batch file)."""
+    from test_egogap import _bundles
+
+    import avstack
+
+    bundles = _bundles(tmp_path / "b.jsonl")
+    for to, name in (("jsonl", "data.jsonl"), ("openai-batch", "batch.jsonl")):
+        made = {}
+        for executor in ("local", "ray"):
+            out = tmp_path / f"{to}-{executor}"
+            opts = {"to": to, "out": out, "shard_size": 3, "executor": executor}
+            done = avstack.export(task="egogap", bundles=bundles, variant="text", **opts)
+            made[executor] = done.path.read_bytes()
+            assert done.path == out / name and not list(out.glob(".export-*"))  # published whole
+        assert made["ray"] == made["local"] and len(made["local"].splitlines()) == 8
+
+
 def test_a_clip_that_kills_every_worker_is_recorded_and_the_job_finishes(cluster, poison_root, tmp_path):
     report = prepare(
         poison_root, tmp_path / "out", PrepareSettings(anchors=("frames",)), layouts=LAYOUTS, executor="ray"

@@ -106,8 +106,6 @@ def export(prepared: Path | None, inputs: VideoqaInputs, stack: Stack, opts: Exp
     """One row per question under `stack`; a question whose request cannot be made is refused, named."""
     if stack.packed:
         raise UsageError("--pack: an export holds one row per question (export without --pack)")
-    if opts.executor != "local":
-        raise UsageError("--executor ray: a videoqa export is written here (--executor local)")
     target = ablation(prepared, inputs)
     pairs = target.pairs[0]
     work = work_items(pairs, stack, target.prepared, inputs.prompt)
