@@ -28,7 +28,7 @@ from avstack.runs.planning.cost import audio_tokens, wav_duration_ms
 from avstack.runs.planning.plan import plan_requests
 from avstack.runs.planning.plan_record import Plan
 from avstack.runs.sending.engine import REFUSED, Asking, RunSettings, WorkItem, run_items
-from avstack.runs.sending.runners import Answer, Backend
+from avstack.runs.sending.runners import Answer, Backend, BackendOptions
 from avstack.tasks.ecog.prompt import build_request
 from avstack.tasks.ecog.runs import requests_for
 
@@ -113,13 +113,15 @@ def test_openais_own_api_refuses_a_sound_its_model_cannot_take_and_nothing_is_se
     wav = tmp_path / "a.wav"
     write_wav_float(wav, [np.zeros(1600, np.float32)], 16_000)
     req = Request("sys", (Text("hi"), Audio("a.wav")), root=str(tmp_path), meta={"stack": "omni"})
-    why = OpenAICompat("gpt-4o", base_url="https://api.openai.com/v1", api_key="x").refuses(req)
+    why = OpenAICompat("gpt-4o", BackendOptions(base_url="https://api.openai.com/v1"), api_key="x").refuses(req)
     assert why and "takes no audio" in why and "omni" in why
-    hears = OpenAICompat("gpt-4o-audio-preview", base_url="https://api.openai.com/v1", api_key="x")
+    hears = OpenAICompat("gpt-4o-audio-preview", BackendOptions(base_url="https://api.openai.com/v1"), api_key="x")
     assert hears.refuses(req) is None
     framed = Request("sys", (Text("hi"), Image("f.jpg", 0), Audio("a.wav")), root=str(tmp_path), meta={"stack": "omni"})
     assert "takes no image" in hears.refuses(framed)  # OpenAI's audio models see no frames: omni is not theirs
-    assert OpenAICompat("qwen-omni", base_url="http://127.0.0.1:9/v1").refuses(req) is None  # the server decides
+    assert (
+        OpenAICompat("qwen-omni", BackendOptions(base_url="http://127.0.0.1:9/v1")).refuses(req) is None
+    )  # the server decides
 
 
 class Deaf(Backend):
@@ -265,11 +267,15 @@ def test_ablate_sends_each_interface_cell_as_it_should_and_reports_the_2x2(prepa
 
 
 def test_exports_and_inspect_carry_the_sound_of_an_omni_stack(prepared):
-    from avstack.tasks.ecog.export import generic_row
+    from avstack.runs.exports.rows import row_of
+    from avstack.tasks.ecog.export import ManifestRows
+    from avstack.tasks.ecog.prompt import EcogOptions
 
     rec = next(iter(load_manifest(prepared)))
     req = build_request(rec, make_stack("omni"), str(prepared))
-    row = generic_row(rec, req, make_stack("omni"))
+    (first, *_), problems = ManifestRows(str(prepared), make_stack("omni"), EcogOptions()).rows((0, None))
+    row = row_of(first, "omni")
+    assert problems == [] and first.request.parts == req.parts  # the row carries the request run sends
     assert row["audio"] == str(prepared / rec.audio["path"]) and Path(row["audio"]).is_file()
     assert "<audio>" in row["question"]
     pytest.importorskip("inspect_ai")

@@ -14,6 +14,7 @@ import pytest
 from avstack.prompting.messages import Image, Request, Text, prefix_digest, to_anthropic
 from avstack.runs.planning.plan import PrefixCache, send_order
 from avstack.runs.planning.providers import CacheRule, family_of, load_families
+from avstack.runs.sending.runners import BackendOptions
 
 OPENAI = CacheRule("automatic", min_tokens=1024, step=128, read=0.1)
 CLAUDE = CacheRule("breakpoint", min_tokens=1024, read=0.1, write=1.25)
@@ -174,14 +175,16 @@ def test_openais_prompt_cache_key_only_for_a_shared_prefix_and_only_on_openais_a
 
     frames = _frames(tmp_path, 2)
     ask = lambda text: Request("sys", (*frames, Text(text)), str(tmp_path), shared_prefix=2)  # noqa: E731
-    api = OpenAICompat("gpt-5", base_url="https://api.openai.com/v1", api_key="x")
+    api = OpenAICompat("gpt-5", BackendOptions(base_url="https://api.openai.com/v1"), api_key="x")
     full, dropped = api.body(ask("with asr")), api.body(ask("without asr"))
     assert full["prompt_cache_key"] == dropped["prompt_cache_key"] == prefix_digest(ask("any"))
     other_clip = Request("sys", (frames[1], frames[0], Text("with asr")), str(tmp_path), shared_prefix=2)
     assert api.body(other_clip)["prompt_cache_key"] != full["prompt_cache_key"]
     unshared = Request("sys", (Text("with asr"), *frames), str(tmp_path))
     assert "prompt_cache_key" not in api.body(unshared)
-    local = OpenAICompat("gpt-5", base_url="http://127.0.0.1:9/v1")  # a server's own prefix cache needs no key
+    local = OpenAICompat(
+        "gpt-5", BackendOptions(base_url="http://127.0.0.1:9/v1")
+    )  # a server's own prefix cache needs no key
     assert "prompt_cache_key" not in local.body(ask("with asr"))
     # a field the SDK's own request type has
     from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming

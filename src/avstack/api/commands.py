@@ -73,7 +73,7 @@ def ablate(
     arm's input departs from the plan; everything is written first."""
     from avstack.runs.ablation import arms as engine
     from avstack.runs.sending.engine import Asking
-    from avstack.runs.sending.runners import backend_from
+    from avstack.runs.sending.runners import make_backend
 
     out = Path(out)
     spec = fold(Ablating, keywords, ablating).spec()
@@ -97,7 +97,7 @@ def ablate(
         return Done(planned(plan, out), out / "plan.json", plan=plan)
     settings = sending.settings(bill(plan, out, costing, say))
     if made is None:  # the plan went without it: now its own error, naming what is missing
-        made = backend_from(model, chosen.baselines, backend)
+        made = make_backend(model, chosen.baselines, backend)
     asking = Asking(made, model, out / "cache", settings, progress)
     report = engine.ablate(target, spec, asking, out, plan, strict_inputs)
     summary = f"{report.summary}\nfull report: {report.path}"
@@ -134,7 +134,7 @@ def run(
     `fps=1`, `pack=True`), and the task's own options by keyword.
     Raises CommandFailed (code 1) when items got no answer; everything is written first."""
     from avstack.runs.sending.engine import Asking
-    from avstack.runs.sending.runners import backend_from
+    from avstack.runs.sending.runners import make_backend
     from avstack.tasks import RunJob
 
     out = Path(out)
@@ -155,7 +155,7 @@ def run(
         budget_usd = bill(plan, out, costing, say)
     settings = sending.settings(budget_usd)
     if made is None:  # not planned, or the plan went without it: now its own error, naming what is missing
-        made = backend_from(model, chosen.baselines, backend)
+        made = make_backend(model, chosen.baselines, backend)
     job = RunJob(Asking(made, model, None, settings, progress), out, where, inputs, choice)
     outcome = chosen.run(job)
     done = Done(outcome.summary, out, outcome.notes, result=outcome.result)

@@ -22,10 +22,10 @@ def quiet(_: str) -> None:
 def backend_or_none(model: str, baselines: Any, backend: BackendOptions) -> Any:
     """The back-end, or None where it cannot be made here (a missing key or extra): planning needs
     none, and the run itself says why when it starts."""
-    from avstack.runs.sending.runners import backend_from
+    from avstack.runs.sending.runners import make_backend
 
     try:
-        return backend_from(model, baselines, backend)
+        return make_backend(model, baselines, backend)
     except (ValueError, ImportError):
         return None
 

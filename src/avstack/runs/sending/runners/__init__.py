@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from avstack.errors import UsageError
+from avstack.options import fold
 from avstack.runs.sending.runners.base import (
     DEFAULTS,
     Answer,
@@ -79,28 +80,26 @@ def refuse_unhonoured(spec: str, baselines: Mapping[str, Any] | None, options: B
         )
 
 
-def backend_from(
-    spec: str, baselines: Mapping[str, Callable[[str], Backend]] | None, options: BackendOptions
+def make_backend(
+    spec: str,
+    baselines: Mapping[str, Callable[[str], Backend]] | None = None,
+    options: BackendOptions | None = None,
+    **keywords: Any,
 ) -> Backend:
-    """The back-end `spec` names, made from BackendOptions whole: what it does not honour and the
-    user gave is refused first (refuse_unhonoured)."""
-    refuse_unhonoured(spec, baselines, options)
-    kind, _ = _kind_and_name(spec, baselines)
-    honours = () if baselines and kind in baselines else MODEL_CLASSES[kind][2]
-    return make_backend(spec, baselines, **{n: getattr(options, n) for n in honours})
-
-
-def make_backend(spec: str, baselines: Mapping[str, Callable[[str], Backend]] | None = None, **options: Any) -> Backend:
-    """`openai:MODEL`, `gemini:MODEL`, `anthropic:MODEL`, `hf:MODEL`, `replay:PATH`, or one of `baselines` (a task's
-    offline baselines by name, each made from the text after the colon). `options` are the
-    back-end class's own keywords, passed whole (an unknown one is the class's TypeError)."""
+    """`openai:MODEL`, `gemini:MODEL`, `anthropic:MODEL`, `hf:MODEL`, `replay:PATH`, or one of
+    `baselines` (a task's offline baselines by name, each made from the text after the colon).
+    A model back-end is made from BackendOptions whole (`options`, or its fields among the
+    keywords); what the user gave that it does not honour is refused first (refuse_unhonoured).
+    Other keywords are the back-end class's own (api_key, poll_s, device)."""
     from importlib import import_module
 
+    options = fold(BackendOptions, keywords, options)
+    refuse_unhonoured(spec, baselines, options)
     kind, name = _kind_and_name(spec, baselines)
     if baselines and kind in baselines:
         return baselines[kind](name)
     module, cls, _ = MODEL_CLASSES[kind]
-    made: Backend = getattr(import_module(module), cls)(name, **options)
+    made: Backend = getattr(import_module(module), cls)(name, options, **keywords)
     return made
 
 
@@ -113,7 +112,6 @@ __all__ = [
     "MissingExtra",
     "TransientError",
     "refuse_unhonoured",
-    "backend_from",
     "make_backend",
     "parts_of",
     "refusal",

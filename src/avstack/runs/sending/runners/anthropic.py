@@ -22,10 +22,10 @@ from typing import Any
 
 from avstack.prompting.messages import Image, Request, Text, to_anthropic
 from avstack.runs.sending.runners.base import (
-    DEFAULTS,
     FATAL_STATUS,
     Answer,
     Backend,
+    BackendOptions,
     FatalError,
     MissingExtra,
     TransientError,
@@ -51,20 +51,17 @@ class Anthropic(Backend):
     def __init__(
         self,
         model: str,
-        base_url: str | None = None,
+        options: BackendOptions = BackendOptions(),
         api_key: str | None = None,
-        temperature: float = DEFAULTS["temperature"],
-        max_tokens: int = DEFAULTS["max_tokens"],
-        timeout: float = DEFAULTS["timeout"],
     ):
         self._sdk = _anthropic()
         self.model = model
-        self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com").rstrip("/")
+        self.base_url = (options.base_url or os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com").rstrip("/")
         if self.base_url.endswith("/v1"):  # the SDK adds /v1 itself: a URL with it would ask /v1/v1/messages
             self.base_url = self.base_url[: -len("/v1")]
         self._key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY", "")
-        self.max_tokens, self.timeout = max_tokens, timeout
-        self.temperature: float | None = temperature if _takes("temperature") else None
+        self.max_tokens, self.timeout = options.max_tokens, options.timeout
+        self.temperature: float | None = options.temperature if _takes("temperature") else None
         self._client: Any = None
 
     def settings(self) -> dict[str, Any]:

@@ -93,8 +93,8 @@ class Backend(ABC):
     """What every back-end is (inspect_ai's ModelAPI): one abstract method, `answer`, and every
     other capability a method with a default that a back-end overrides where it differs. The
     engine, the plan and the batch path call these methods; none probes a back-end for what it
-    has. Back-ends are registered in one place (runs.runners.MODEL_CLASSES; a task's offline
-    baselines in its Task) and made from BackendOptions whole (runs.runners.backend_from)."""
+    has. Back-ends are registered in one place (runs.sending.runners.MODEL_CLASSES; a task's offline
+    baselines in its Task) and made from BackendOptions whole (runs.sending.runners.make_backend)."""
 
     name = "backend"
 

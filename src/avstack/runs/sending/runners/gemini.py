@@ -14,11 +14,11 @@ from typing import Any
 
 from avstack.prompting.messages import Audio, Image, Request, Text, Video, mime_of
 from avstack.runs.sending.runners.base import (
-    DEFAULTS,
     FATAL_STATUS,
     RETRY_STATUS,
     Answer,
     Backend,
+    BackendOptions,
     FatalError,
     MissingExtra,
     TransientError,
@@ -40,27 +40,23 @@ class Gemini(Backend):
     def __init__(
         self,
         model: str,
+        options: BackendOptions = BackendOptions(),
         api_key: str | None = None,
-        base_url: str | None = None,
-        temperature: float = DEFAULTS["temperature"],
-        max_tokens: int = DEFAULTS["max_tokens"],
-        json_mode: bool = DEFAULTS["json_mode"],
-        timeout: float = DEFAULTS["timeout"],
         poll_s: float = 2.0,
         max_wait_s: float = 600.0,
     ):
         genai, self._types, self._errors = _genai()
-        self.model, self.base_url = model, base_url or os.environ.get("GEMINI_BASE_URL")
-        self.temperature, self.max_tokens, self.json_mode = temperature, max_tokens, json_mode
+        self.model, self.base_url = model, options.base_url or os.environ.get("GEMINI_BASE_URL")
+        self.temperature, self.max_tokens, self.json_mode = options.temperature, options.max_tokens, options.json_mode
         self.poll_s, self.max_wait_s = poll_s, max_wait_s
         key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
-        options: dict[str, Any] = {"timeout": int(timeout * 1000)}
+        http: dict[str, Any] = {"timeout": int(options.timeout * 1000)}
         if self.base_url:
             # the API version Google's own endpoint defaults to, also behind another base URL (a
             # proxy, a local server): the client sent /v1/ there, where batch mode is not served
-            options["base_url"], options["api_version"] = self.base_url, "v1beta"
+            http["base_url"], http["api_version"] = self.base_url, "v1beta"
         self._key = key or ""
-        self._client = genai.Client(api_key=key, http_options=self._types.HttpOptions(**options))
+        self._client = genai.Client(api_key=key, http_options=self._types.HttpOptions(**http))
         self._uploads: dict[str, Any] = {}
         self._lock = threading.Lock()
 

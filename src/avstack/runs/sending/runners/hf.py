@@ -14,7 +14,7 @@ from typing import Any
 
 from avstack.errors import UsageError
 from avstack.prompting.messages import Request, flat_prompt, to_hf
-from avstack.runs.sending.runners.base import DEFAULTS, Answer, Backend, MissingExtra, parts_of
+from avstack.runs.sending.runners.base import Answer, Backend, BackendOptions, MissingExtra, parts_of
 
 
 def _modules() -> tuple[Any, Any]:
@@ -104,12 +104,11 @@ class HFLocal(Backend):
     def __init__(
         self,
         model: str,
-        temperature: float = DEFAULTS["temperature"],
-        max_tokens: int = DEFAULTS["max_tokens"],
+        options: BackendOptions = BackendOptions(),
         device: str | None = None,
     ):
         torch, transformers = _modules()
-        self.model_id, self.temperature, self.max_tokens = model, temperature, max_tokens
+        self.model_id, self.temperature, self.max_tokens = model, options.temperature, options.max_tokens
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
         self.text_only = model.lower().endswith(".gguf")

@@ -16,11 +16,11 @@ from typing import Any
 from avstack.errors import UsageError
 from avstack.prompting.messages import AUDIO_AS, Request, prefix_digest, to_openai
 from avstack.runs.sending.runners.base import (
-    DEFAULTS,
     FATAL_STATUS,
     RETRY_STATUS,
     Answer,
     Backend,
+    BackendOptions,
     FatalError,
     MissingExtra,
     TransientError,
@@ -56,22 +56,17 @@ class OpenAICompat(Backend):
     def __init__(
         self,
         model: str,
-        base_url: str | None = None,
+        options: BackendOptions = BackendOptions(),
         api_key: str | None = None,
-        temperature: float = DEFAULTS["temperature"],
-        max_tokens: int = DEFAULTS["max_tokens"],
-        json_mode: bool = DEFAULTS["json_mode"],
         image_detail: str | None = None,
-        timeout: float = DEFAULTS["timeout"],
         api_version: str | None = None,
-        audio_as: str = "input_audio",
-        audio_format: str = "auto",
     ):
         self.model = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        audio_as, audio_format, timeout = options.audio_as, options.audio_format, options.timeout
+        self.base_url = (options.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
-        self.temperature, self.max_tokens = temperature, max_tokens
-        self.json_mode, self.image_detail, self.timeout = json_mode, image_detail, timeout
+        self.temperature, self.max_tokens = options.temperature, options.max_tokens
+        self.json_mode, self.image_detail, self.timeout = options.json_mode, image_detail, timeout
         self.api_version = api_version or os.environ.get("OPENAI_API_VERSION")
         if audio_as not in AUDIO_AS:
             raise UsageError(f"--audio-as: expected one of {', '.join(AUDIO_AS)}, got {audio_as!r}")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from avstack.prompting.messages import Request
-from avstack.runs.sending.runners.base import Answer, Backend
+from avstack.runs.sending.runners.base import Answer, Backend, BackendOptions
 
 
 class Replay(Backend):
@@ -15,7 +15,7 @@ class Replay(Backend):
 
     name = "replay"
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, options: BackendOptions = BackendOptions()):
         self.answers: dict[str, str] = {}
         for line in Path(path).read_text(encoding="utf-8").splitlines():
             if not line.strip():
