@@ -8,7 +8,8 @@ from collections import Counter
 from conftest import LAYOUTS, SAMPLES, manifest_dicts
 from test_prepare import _mixed_folder
 
-from avstack.preparation import driver, parts
+from avstack.preparation import clip_halves as parts
+from avstack.preparation import driver
 from avstack.preparation.discover import ClipJob
 from avstack.preparation.driver import prepare
 from avstack.preparation.feeder import AsrFeeder
