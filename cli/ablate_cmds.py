@@ -4,7 +4,6 @@ cannot honour exits 2 naming it."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -13,16 +12,15 @@ import avstack.api as door
 
 from .common import PLAN, app, ended, progress, shown
 from .declared import flag, takes
-from .run_cmds import PREPARED, argument, model_flag, task_flag
+from .run_cmds import ASKING, asking_head
 
 
 @app.command()
 @takes(
     [
-        model_flag("oracle, chance, deixis, openai:MODEL, replay:FILE, ..."),
-        flag("out", Path, "--out", "-o", help="Folder for one run per stack and the report"),
-        argument("prepared", Path | None, f"{PREPARED} (ecog, videoqa)", default=None),
-        task_flag(),
+        *asking_head(
+            "Folder for one run per stack and the report", "oracle, chance, deixis, openai:MODEL, replay:FILE, ..."
+        ),
         flag(
             "strict_inputs",
             bool,
@@ -34,10 +32,7 @@ from .run_cmds import PREPARED, argument, model_flag, task_flag
         ),
     ],
     ablating=door.Ablating,
-    task_options=None,
-    backend=door.BackendOptions,
-    sending=door.Sending,
-    costing=door.Costing,
+    **ASKING,
 )
 def ablate(**given: Any) -> None:
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""

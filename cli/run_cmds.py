@@ -72,20 +72,23 @@ def export_cmd(**given: Any) -> None:
         shown(door.export(**given))
 
 
-@app.command("run")
-@takes(
-    [
-        model_flag(),
-        flag("out", Path, "--out", "-o", help="Run folder (predictions.jsonl, run.json)"),
+def asking_head(out_help: str, model_help: str = MODEL_HELP) -> list[inspect.Parameter]:
+    """What a command that asks a model names first: the model, where it writes, the prepared
+    folder, the task (run and ablate)."""
+    return [
+        model_flag(model_help),
+        flag("out", Path, "--out", "-o", help=out_help),
         argument("prepared", Path | None, f"{PREPARED} (ecog, videoqa)", default=None),
         task_flag(),
-    ],
-    stack=door.StackChoice,
-    task_options=None,
-    backend=door.BackendOptions,
-    sending=door.Sending,
-    costing=door.Costing,
-)
+    ]
+
+
+# how a command that asks a model sends, plans and bills, beside every task's own options
+ASKING = {"task_options": None, "backend": door.BackendOptions, "sending": door.Sending, "costing": door.Costing}
+
+
+@app.command("run")
+@takes(asking_head("Run folder (predictions.jsonl, run.json)"), stack=door.StackChoice, **ASKING)
 def run_cmd(**given: Any) -> None:
     """Run a model over prepared clips (ecog, videoqa) or bundles (egogap); resumable; then score."""
     with ended():

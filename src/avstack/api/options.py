@@ -67,6 +67,12 @@ class Sending:
         )
 
 
+def axis(flag: str, default: str, help: str) -> Any:
+    """An ablation axis given as a comma list (--ts-format ms,index): the flag named as the one
+    value it takes in `run`, the field the tuple of them."""
+    return option((default,), help, panel=STACKS, name=flag, text=str, default_text=default, parse=comma_list)
+
+
 @dataclass(frozen=True)
 class Ablating:
     """What `avstack ablate` compares and how far it asks, as its flags give it (comma lists are
@@ -88,24 +94,12 @@ class Ablating:
     subsets: bool = option(
         False, "Run every subset of the --drop cues and report each cue's Shapley value", panel=STACKS, switch=True
     )
-    ts_formats: tuple[str, ...] = option(
-        ("ms",),
-        "Comma list of frame-time formats to compare, e.g. ms,index,overlay",
-        panel=STACKS,
-        name="ts-format",
-        text=str,
-        default_text="ms",
-        parse=comma_list,
+    ts_formats: tuple[str, ...] = axis(
+        "ts-format", "ms", "Comma list of frame-time formats to compare, e.g. ms,index,overlay"
     )
     word_ts_format: str = option("json", "How word times are told: json, srt, inline", panel=STACKS)
-    layouts: tuple[str, ...] = option(
-        ("benchmark",),
-        "Comma list of layouts to compare: benchmark, shared-first (see run --help)",
-        panel=STACKS,
-        name="layout",
-        text=str,
-        default_text="benchmark",
-        parse=comma_list,
+    layouts: tuple[str, ...] = axis(
+        "benchmark", "Comma list of layouts to compare: benchmark, shared-first (see run --help)"
     )
     budgets: tuple[Any, ...] = option((FrameBudget(),), flags=(FPS_FLAG, MAX_FRAMES_FLAG), parse=frame_budgets)
     packs: tuple[bool, ...] = option(

@@ -27,36 +27,25 @@ from avstack.runs.sending.runners.base import (
     Backend,
     BackendOptions,
     FatalError,
-    MissingExtra,
     TransientError,
     parts_of,
     retry_after_s,
+    sdk,
 )
 
 RETRY = frozenset({408, 409, 429, 500, 502, 503, 504, 529})  # 529: Anthropic's "overloaded_error"
 NOT_TAKEN = {"audio": "the clip's sound", "video": "the clip's video file"}
 
 
-def _anthropic() -> Any:
-    try:
-        import anthropic
-    except ImportError:
-        raise MissingExtra("anthropic", "anthropic", "anthropic") from None
-    return anthropic
-
-
 class Anthropic(Backend):
     name = "anthropic"
 
-    def __init__(
-        self,
-        model: str,
-        options: BackendOptions = BackendOptions(),
-        api_key: str | None = None,
-    ):
-        self._sdk = _anthropic()
+    def __init__(self, model: str, options: BackendOptions = BackendOptions(), api_key: str | None = None):
+        (self._sdk,) = sdk("anthropic", "anthropic", "anthropic")
         self.model = model
-        self.base_url = (options.base_url or os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com").rstrip("/")
+        self.base_url = (
+            options.base_url or os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+        ).rstrip("/")
         if self.base_url.endswith("/v1"):  # the SDK adds /v1 itself: a URL with it would ask /v1/v1/messages
             self.base_url = self.base_url[: -len("/v1")]
         self._key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY", "")

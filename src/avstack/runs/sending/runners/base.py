@@ -6,6 +6,7 @@ import hashlib
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Any
 
 from avstack.errors import MissingPackage
@@ -170,6 +171,15 @@ def seeded_rng(request: Request, seed: int | str) -> random.Random:
     """A random stream for an offline baseline, fixed by the seed and the item (its clip id)."""
     key = f"{seed}:{request.meta.get('clip_id', request.system)}"
     return random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
+
+
+def sdk(backend: str, extra: str, *modules: str) -> tuple[Any, ...]:
+    """The optional packages a back-end needs, imported when it is made (never at import time):
+    MissingExtra names the first and the extra that installs them."""
+    try:
+        return tuple(import_module(m) for m in modules)
+    except ImportError:
+        raise MissingExtra(backend, extra, modules[0]) from None
 
 
 class MissingExtra(MissingPackage):

@@ -20,18 +20,9 @@ from avstack.runs.sending.runners.base import (
     Backend,
     BackendOptions,
     FatalError,
-    MissingExtra,
     TransientError,
+    sdk,
 )
-
-
-def _genai() -> tuple[Any, Any, Any]:
-    try:
-        from google import genai
-        from google.genai import errors, types
-    except ImportError:
-        raise MissingExtra("gemini", "gemini", "google.genai") from None
-    return genai, types, errors
 
 
 class Gemini(Backend):
@@ -45,7 +36,9 @@ class Gemini(Backend):
         poll_s: float = 2.0,
         max_wait_s: float = 600.0,
     ):
-        genai, self._types, self._errors = _genai()
+        genai, self._types, self._errors = sdk(
+            "gemini", "gemini", "google.genai", "google.genai.types", "google.genai.errors"
+        )
         self.model, self.base_url = model, options.base_url or os.environ.get("GEMINI_BASE_URL")
         self.temperature, self.max_tokens, self.json_mode = options.temperature, options.max_tokens, options.json_mode
         self.poll_s, self.max_wait_s = poll_s, max_wait_s

@@ -14,16 +14,7 @@ from typing import Any
 
 from avstack.errors import UsageError
 from avstack.prompting.messages import Request, flat_prompt, to_hf
-from avstack.runs.sending.runners.base import Answer, Backend, BackendOptions, MissingExtra, parts_of
-
-
-def _modules() -> tuple[Any, Any]:
-    try:
-        import torch
-        import transformers
-    except ImportError:
-        raise MissingExtra("hf", "torch", "transformers") from None
-    return torch, transformers
+from avstack.runs.sending.runners.base import Answer, Backend, BackendOptions, parts_of, sdk
 
 
 class MissingTorchvision(ImportError):
@@ -83,11 +74,7 @@ def _gguf_text_model(transformers: Any, path: Path, dtype: Any) -> tuple[Any, An
     answer: the turn end its chat template writes, and the file's eos."""
     if not path.is_file():
         raise FileNotFoundError(f"hf:{path}: expected a GGUF file, found none")
-    for needed in ("gguf", "accelerate"):
-        try:
-            __import__(needed)
-        except ImportError:
-            raise MissingExtra("hf (a GGUF file)", "gguf", needed) from None
+    sdk("hf (a GGUF file)", "gguf", "gguf", "accelerate")
     tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = transformers.AutoModelForCausalLM.from_pretrained(
         path.parent, gguf_file=path.name, **_dtype_option(transformers, dtype)
@@ -101,13 +88,8 @@ def _gguf_text_model(transformers: Any, path: Path, dtype: Any) -> tuple[Any, An
 class HFLocal(Backend):
     name = "hf"
 
-    def __init__(
-        self,
-        model: str,
-        options: BackendOptions = BackendOptions(),
-        device: str | None = None,
-    ):
-        torch, transformers = _modules()
+    def __init__(self, model: str, options: BackendOptions = BackendOptions(), device: str | None = None):
+        transformers, torch = sdk("hf", "torch", "transformers", "torch")
         self.model_id, self.temperature, self.max_tokens = model, options.temperature, options.max_tokens
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = torch.bfloat16 if self.device == "cuda" else torch.float32

@@ -22,10 +22,10 @@ from avstack.runs.sending.runners.base import (
     Backend,
     BackendOptions,
     FatalError,
-    MissingExtra,
     TransientError,
     parts_of,
     retry_after_s,
+    sdk,
 )
 from avstack.runs.sending.runners.server_probe import MODALITY, ServerProbe
 
@@ -42,14 +42,6 @@ FLOAT_WAV_SERVERS = ("llama.cpp", "vllm")
 SOUND_SENT = {"prepared": "WAV as prepared (IEEE float32, RIFF format 3)", "pcm16": "WAV as 16-bit PCM"}
 
 
-def _openai() -> Any:
-    try:
-        import openai
-    except ImportError:
-        raise MissingExtra("openai", "openai", "openai") from None
-    return openai
-
-
 class OpenAICompat(Backend):
     name = "openai"
 
@@ -63,7 +55,9 @@ class OpenAICompat(Backend):
     ):
         self.model = model
         audio_as, audio_format, timeout = options.audio_as, options.audio_format, options.timeout
-        self.base_url = (options.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        self.base_url = (options.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip(
+            "/"
+        )
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
         self.temperature, self.max_tokens = options.temperature, options.max_tokens
         self.json_mode, self.image_detail, self.timeout = options.json_mode, image_detail, timeout
@@ -79,7 +73,7 @@ class OpenAICompat(Backend):
         # the part kinds this server said it cannot take (its first refusal): later requests that
         # carry one are refused before they are sent
         self._refused: dict[str, str] = {}
-        self._openai = _openai()
+        (self._openai,) = sdk("openai", "openai", "openai")
         # another server (llama.cpp, vLLM) is asked what it takes and how it counts, before a run
         self.probe = None if self.base_url.startswith(OPENAI_API) else ServerProbe(self.base_url, key, min(timeout, 10))
         self._key = key
