@@ -99,7 +99,7 @@ class Ablating:
     )
     word_ts_format: str = option("json", "How word times are told: json, srt, inline", panel=STACKS)
     layouts: tuple[str, ...] = axis(
-        "benchmark", "Comma list of layouts to compare: benchmark, shared-first (see run --help)"
+        "layout", "benchmark", "Comma list of layouts to compare: benchmark, shared-first (see run --help)"
     )
     budgets: tuple[Any, ...] = option((FrameBudget(),), flags=(FPS_FLAG, MAX_FRAMES_FLAG), parse=frame_budgets)
     packs: tuple[bool, ...] = option(
