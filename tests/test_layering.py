@@ -15,7 +15,7 @@ SHARED = {
     "avstack.limits": set(),
     "avstack.lifeline": set(),
     "avstack.profiling": set(),
-    "avstack.manifest": {"avstack.io"},
+    "avstack.manifest": {"avstack.io", "avstack.asr.types"},  # a clip's words: the Transcript transcribe gives
     "avstack.features": {"avstack.io", "avstack.manifest"},
     "avstack.version": set(),
     "avstack.errors": set(),

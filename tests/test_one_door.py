@@ -123,7 +123,7 @@ def test_transcribe_the_command_the_library_and_prepare_agree_on_late_audio(tmp_
     assert _words(said_late) == _words(library) and len(library["words"]) >= 3
     avstack.prepare(folder, tmp_path / "prepared", workers=1)
     (record,) = avstack.open_prepared(tmp_path / "prepared")
-    assert _words(record.asr) == _words(library)
+    assert _words(record.asr.to_ecog()) == _words(library)
     # on the clip's clock the first word is about 0.5 s later than in the clip as recorded
     shift = library["words"][0]["begin_time"] - said_clip["words"][0]["begin_time"]
     assert said_clip["words"][0]["text"] == library["words"][0]["text"] == "Put"
@@ -226,3 +226,43 @@ def test_a_long_cause_is_cut_at_a_word_and_keeps_its_advice():
     kept = cause.removesuffix(" … " + advice)
     assert error.startswith(kept) and error[len(kept)] in " ,"  # cut between words, never inside one
     assert cause_of("HTTP 500: short") == "HTTP 500: short"
+
+
+# ------------------------------------------------------------------ a clip's words, typed
+
+
+def test_a_clips_words_are_a_transcript_and_its_json_is_unchanged(prepared):
+    """ClipRecord.asr is the Transcript of Words that `transcribe` gives; the manifest's JSON of it
+    is what it was (read back and written again, byte for byte)."""
+    from avstack.asr.types import Transcript, Word
+    from avstack.manifest import ClipRecord
+
+    lines = (prepared / "manifest.jsonl").read_text(encoding="utf-8").splitlines()
+    for line in lines:
+        rec = ClipRecord.from_json(json.loads(line))
+        assert isinstance(rec.asr, Transcript) and all(isinstance(w, Word) for w in rec.asr.words)
+        assert json.dumps(rec.to_json(), ensure_ascii=False) == json.dumps(json.loads(line), ensure_ascii=False)
+    silent = ClipRecord.from_json(json.loads(next(x for x in lines if "no audio track" in x)))
+    assert silent.asr.words == () and silent.asr.note == "clip has no audio track"
+
+
+def test_a_folder_prepared_by_the_previous_format_opens_and_runs(prepared, tmp_path):
+    """A folder today's main wrote (format 2: the same manifest, `asr` a plain object) opens and
+    runs to the same score; a word the file holds wrongly is named, not guessed."""
+    import shutil
+
+    from avstack.errors import AvstackError
+
+    old = tmp_path / "old"
+    shutil.copytree(prepared, old, ignore=shutil.ignore_patterns("cache"))
+    meta = json.loads((old / "prepare.json").read_text())
+    (old / "prepare.json").write_text(json.dumps(meta | {"format": 2}))
+    now = avstack.run(prepared, model="deixis", out=tmp_path / "now")
+    then = avstack.run(old, model="deixis", out=tmp_path / "then")
+    assert then.result == now.result
+    bad = [json.loads(x) for x in (old / "manifest.jsonl").read_text().splitlines()]
+    spoken = next(r for r in bad if r["asr"]["words"])
+    spoken["asr"]["words"][0]["begin_time"] = "0.3 s"
+    (old / "manifest.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in bad))
+    with pytest.raises(AvstackError, match=rf"clip '{spoken['clip_id']}': asr: words\[0\]: expected"):
+        avstack.run(old, model="deixis", out=tmp_path / "bad")

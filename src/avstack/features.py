@@ -16,7 +16,6 @@ FEATURES_PARQUET = "features.parquet"
 
 def feature_row(prepared: Path, rec: ClipRecord) -> dict[str, Any]:
     frames = [frame_file(prepared, f, rec.clip_id) for f in rec.frames]  # a manifest is input: paths stay inside
-    asr = rec.asr or {}
     return {
         "clip_id": rec.clip_id,
         "video": rec.video,
@@ -31,11 +30,8 @@ def feature_row(prepared: Path, rec: ClipRecord) -> dict[str, Any]:
         "wav": str(inside(prepared, rec.audio["path"], f"clip {rec.clip_id!r}: audio"))
         if rec.audio and rec.audio.get("path")
         else None,
-        "asr_text": asr.get("text", ""),
-        "words": [
-            {"text": w["text"], "begin_ms": w["begin_time"], "end_ms": w["end_time"], "prob": w.get("prob")}
-            for w in asr.get("words", [])
-        ],
+        "asr_text": rec.asr.text if rec.asr is not None else "",
+        "words": [{"text": w.text, "begin_ms": w.begin_ms, "end_ms": w.end_ms, "prob": w.prob} for w in rec.words],
         "streams": rec.streams or {},
     }
 

@@ -14,7 +14,10 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from avstack.asr.types import Transcript
 
 from avstack.io import DataError, JsonlAppender, atomic_stream, inside, read_json, read_jsonl, write_jsonl_atomic
 
@@ -101,7 +104,7 @@ class ClipRecord:
     decode_path: str | None = None
     damage: tuple[dict[str, Any], ...] = ()  # spans a damaged packet cost: {stream, from_ms, to_ms}
     audio: dict[str, Any] | None = None
-    asr: dict[str, Any] | None = None
+    asr: Transcript | None = None  # our words on the clip's clock (the same types `transcribe` gives)
     source_asr: dict[str, Any] | None = None
     eval_gt: dict[str, Any] | None = None
     error: dict[str, str] | None = None
@@ -109,6 +112,11 @@ class ClipRecord:
     # preparation spent its time (stage -> wall s, CPU s; avstack.profiling)
     cache_hit: bool = field(default=False, compare=False, repr=False)
     profile: dict[str, tuple[float, float]] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def words(self) -> tuple[Any, ...]:
+        """Our words (asr.types.Word), in time order; none without a transcript."""
+        return self.asr.words if self.asr is not None else ()
 
     @property
     def ok(self) -> bool:
@@ -129,6 +137,8 @@ class ClipRecord:
                 v = v.to_json()
             elif f.name == "damage":
                 v = list(v)
+            elif f.name == "asr" and v is not None:
+                v = v.to_ecog()
             out[f.name] = v
         return out
 
@@ -157,6 +167,10 @@ class ClipRecord:
         ):
             raise DataError(f"{where}: field 'damage' must be a list of {{stream, from_ms}}; found {damage!r:.50}")
         kw["damage"] = tuple(damage)
+        if kw.get("asr") is not None:
+            from avstack.asr.types import transcript_from_ecog
+
+            kw["asr"] = transcript_from_ecog(kw["asr"], f"{where}: asr")
         last = d.get("last_frame")
         kw["last_frame"] = None if last is None else FrameRef.from_json(last, f"{where}: last_frame")
         return cls(**kw)
@@ -186,16 +200,19 @@ def load_manifest(prepared: str | Path) -> list[ClipRecord]:
     return out
 
 
-PREPARED_FORMAT = 2  # prepare.FORMAT: the prepared-folder format this code reads
+# prepare.FORMAT: the prepared-folder format this code writes; 3: a clip's `asr` is a Transcript of
+# Words (its JSON unchanged), read by this code as the format-2 folders of avstack 0.x before it are
+READ_FORMATS = (2, 3)
+PREPARED_FORMAT = 3
 
 
 def check_format(prepared: str | Path) -> None:
     """Refuse a folder prepared by an older avstack (its times are on another clock), in one line."""
     meta = read_json(Path(prepared) / "prepare.json")
-    if isinstance(meta, dict) and meta.get("format", 1) != PREPARED_FORMAT:
+    if isinstance(meta, dict) and meta.get("format", 1) not in READ_FORMATS:
         raise DataError(
             f"{prepared} was prepared by avstack {meta.get('avstack_version', '?')} (format {meta.get('format', 1)}; "
-            f"this avstack reads format {PREPARED_FORMAT}): re-run `avstack prepare` into it"
+            f"this avstack reads formats {', '.join(map(str, READ_FORMATS))}): re-run `avstack prepare` into it"
         )
 
 

@@ -27,7 +27,16 @@ from avstack.asr.packing import (
 from avstack.asr.refine import refine_edges, snap_to_regions, speech_present, voiced_regions
 from avstack.asr.runtime import runtime_of
 from avstack.asr.text import clean_token, collapse_repeats, group_chinese, is_punctuation, sanitize, to_simplified
-from avstack.asr.types import ASR_VERSION, RATE, AsrSettings, Heard, Transcript, Word, language_setting
+from avstack.asr.types import (
+    ASR_VERSION,
+    RATE,
+    AsrSettings,
+    Heard,
+    Transcript,
+    Word,
+    language_setting,
+    transcript_from_ecog,
+)
 from avstack.asr.whisper import REPETITIVE, transcribe, transcribe_file, transcribe_long
 from avstack.asr.windows import WINDOW_MAX_S, needs_windows
 
@@ -67,6 +76,7 @@ __all__ = [
     "snap_to_regions",
     "speech_present",
     "to_simplified",
+    "transcript_from_ecog",
     "transcribe",
     "transcribe_batch",
     "transcribe_file",

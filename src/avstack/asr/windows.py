@@ -79,7 +79,7 @@ def transcribe_windows(
         del samples  # let the window go before the next is read
         give_back_memory()
         if part.words and s.fixed_language is None:
-            s = replace(s, language=part.language)  # detected once, then fixed (see the note)
+            s = replace(s, language=part.language or "auto")  # detected once, then fixed (see the note)
         parts.append((first * 1000 // RATE, part))
     heard(total_s, total_s)
     return joined(parts, settings)

@@ -167,8 +167,8 @@ class AsrFeeder:
         cached = [read_json(p) for p in paths]
         waiting = [self.samples.pop(rec.clip_id, None) for rec in items]
         if all(c is not None for c in cached):
-            for rec, c in zip(items, cached):
-                self._emit(replace(rec, asr=c))
+            for rec, c, path in zip(items, cached, paths):
+                self._emit(replace(rec, asr=asr.transcript_from_ecog(c, str(path))))
             return
         began = time.perf_counter()
         try:
@@ -203,7 +203,7 @@ class AsrFeeder:
             return
         aligned, cpu = time.perf_counter(), time.thread_time() - cpu
         write_json_atomic(path, tr.to_ecog())
-        self._emit(replace(rec, asr=tr.to_ecog()))
+        self._emit(replace(rec, asr=tr))
         self.clock.finished(rec.clip_id, queued, began, aligned, time.perf_counter(), cpu)
 
     @staticmethod

@@ -155,14 +155,16 @@ def asr_cache_path(audio: dict[str, Any], settings: Any, out: Path, mode: str = 
     return out / "cache" / "asr" / f"{cache_key(parts)}.json"
 
 
-def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path) -> dict[str, Any]:
+def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path) -> Any:
+    """The clip's words (asr.Transcript): from the ASR cache (read as untrusted input), else
+    transcribed and cached."""
     from avstack import asr
 
     settings = asr_settings_of(job, s)
     path = asr_cache_path(audio, settings, out)
     cached = read_json(path)
     if cached is not None:
-        return cached
+        return asr.transcript_from_ecog(cached, str(path))
     import soundfile as sf
 
     wav = out / audio["path"]
@@ -170,14 +172,14 @@ def asr_stage(job: ClipJob, audio: dict[str, Any], s: PrepareSettings, out: Path
         n_samples = f.frames
     if asr.needs_windows(n_samples):  # a long clip: a window at a time, read as it is needed
         with stage("asr"):
-            result = asr.transcribe_long(lambda a, b: read_wav(wav, a, b), n_samples, settings).to_ecog()
+            result = asr.transcribe_long(lambda a, b: read_wav(wav, a, b), n_samples, settings)
     else:
         with stage("asr read"):
             samples, _ = sf.read(wav, dtype="float32")
         with stage("asr"):
-            result = asr.transcribe(samples, settings).to_ecog()
+            result = asr.transcribe(samples, settings)
     with stage("writing"):
-        write_json_atomic(path, result)
+        write_json_atomic(path, result.to_ecog())
     return result
 
 
@@ -244,8 +246,11 @@ def _prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
     return rec
 
 
-def no_audio_asr(s: PrepareSettings) -> dict[str, Any]:
-    return {"model": s.asr_model, "language": s.lang, "text": "", "words": [], "note": "clip has no audio track"}
+def no_audio_asr(s: PrepareSettings) -> Any:
+    """The transcript of a clip with no audio track (asr.types.Transcript)."""
+    from avstack.asr.types import Transcript
+
+    return Transcript.unheard(s.asr_model, s.lang, "clip has no audio track")
 
 
 def crashed_record(job: ClipJob, why: str) -> ClipRecord:

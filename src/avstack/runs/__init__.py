@@ -10,6 +10,7 @@
 - `exports/`: one writer of every task's items for other harnesses. `lmms_hooks` stays at
   `avstack.runs.lmms_hooks`: the lmms-eval task folders already exported import it by that name.
 
-May import: avstack.io, avstack.version, avstack.prompting, avstack.analysis. Never a task: the engine knows
-no benchmark.
+May import: avstack.io, avstack.version, avstack.prompting, avstack.analysis, avstack.preparation.executors.ray
+(the one place a Ray cluster is joined: the export's shards go to the workers prepare uses). Never a task: the
+engine knows no benchmark.
 """

@@ -80,7 +80,8 @@ def pick_asr(record: ClipRecord, source: str | None) -> dict[str, Any] | None:
 
     Default: ours when prepared, else the source.
     """
-    ours, theirs = record.asr, record.source_asr
+    ours = record.asr.to_ecog() if record.asr is not None else None  # the EcoG shape templates see
+    theirs = record.source_asr
     if source == "whisper":
         return ours
     if source == "source":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from avstack.asr.types import transcript_from_ecog
 from avstack.manifest import ClipRecord, FrameRef
 from avstack.prompting.messages import Image, Text
 from avstack.prompting.stacks import make_stack
@@ -78,7 +79,7 @@ def sample_record(folder: Path = SAMPLE) -> ClipRecord:
         duration_ms=4000,
         frames=frames,
         last_frame=frames[-1],
-        asr=ann.get("asr_result"),
+        asr=transcript_from_ecog(ann["asr_result"], "sample asr_result") if ann.get("asr_result") else None,
         eval_gt=gt,
     )
 
@@ -115,6 +116,6 @@ def check_prompts(folder: str | Path) -> tuple[str, bool]:
         before = req.parts[images[0] - 1]
         lead = before.text.splitlines()[-1] if isinstance(before, Text) and before.text else "(nothing)"
         lines.append(f"frames: parts {images[0]}..{images[-1]}; the first follows {lead!r}")
-    if not any(isinstance(p, Text) and (rec.asr or {}).get("text", "").strip() in p.text for p in req.parts):
+    if not any(isinstance(p, Text) and (rec.asr.text if rec.asr else "").strip() in p.text for p in req.parts):
         lines.append("NOTE: the instruction text does not appear in the user turn")
     return "\n".join(lines), ok

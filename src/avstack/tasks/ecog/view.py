@@ -184,7 +184,7 @@ def index_page(records: list[ClipRecord], stacks: list[StackRun], out: Path) -> 
 
 def axis_span(rec: ClipRecord) -> tuple[int, int]:
     ends = [rec.duration_ms or 0, *(f.pts_ms for f in rec.frames)]
-    ends += [int(w.get("end_time", 0)) for w in (rec.asr or {}).get("words", []) if is_number(w.get("end_time"))]
+    ends += [w.end_ms for w in rec.words]
     ends += [int(a["stroke_end_time"]) for a in referents(rec.eval_gt) if is_number(a.get("stroke_end_time"))]
     return 0, max(1, max(ends))
 
@@ -206,13 +206,12 @@ def timeline(rec: ClipRecord, stacks: list[StackRun], prepared: Path, pages: Pat
         for f in rec.frames
     )
     words = "".join(
-        f"<div class=word data-begin-ms='{w['begin_time']}' data-end-ms='{w['end_time']}' "
-        f"title='{esc(w.get('text'))} {w['begin_time']}-{w['end_time']} ms, p={w.get('prob', '')}' "
-        f"style='left:{pct_left(w['begin_time'], start, end)};"
-        f"width:{100 * max(1, w['end_time'] - w['begin_time']) / (end - start):.4f}%;"
-        f"opacity:{0.35 + 0.65 * float(w.get('prob', 1) or 0):.2f}'>{esc(w.get('text'))}</div>"
-        for w in (rec.asr or {}).get("words", [])
-        if is_number(w.get("begin_time")) and is_number(w.get("end_time"))
+        f"<div class=word data-begin-ms='{w.begin_ms}' data-end-ms='{w.end_ms}' "
+        f"title='{esc(w.text)} {w.begin_ms}-{w.end_ms} ms, p={w.prob}' "
+        f"style='left:{pct_left(w.begin_ms, start, end)};"
+        f"width:{100 * max(1, w.end_ms - w.begin_ms) / (end - start):.4f}%;"
+        f"opacity:{0.35 + 0.65 * w.prob:.2f}'>{esc(w.text)}</div>"
+        for w in rec.words
     )
     strokes = "".join(
         f"<div class=stroke data-referent='{k}' data-stroke-begin-ms='{a['stroke_begin_time']}' "

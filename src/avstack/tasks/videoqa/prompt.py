@@ -30,10 +30,9 @@ def prompt_set(folder: str | None) -> PromptSet:
 
 
 def _asr(record: ClipRecord, stack: Stack) -> tuple[bool, str]:
-    asr = record.asr or {}
-    if not stack.has("asr") or not asr.get("text", "").strip():
+    if not stack.has("asr") or record.asr is None or not record.asr.text.strip():
         return False, ""
-    return True, asr_text(asr, stack)
+    return True, asr_text(record.asr.to_ecog(), stack)
 
 
 def _subtitles(item: Item, stack: Stack, data_root: str | None) -> tuple[bool, str]:
@@ -59,13 +58,11 @@ def seen_until(record: ClipRecord, item: Item, stack: Stack) -> ClipRecord:
     from dataclasses import replace
 
     until_ms = round(item.until_s * 1000)
-    asr = dict(record.asr or {})
-    if asr:
-        asr["words"] = [w for w in asr.get("words", []) if w.get("end_time", 0) <= until_ms]
-        asr["text"] = " ".join(w["text"] for w in asr["words"])
+    heard = record.asr
+    asr = heard.only_words([w for w in heard.words if w.end_ms <= until_ms]) if heard else None
     frames = tuple(f for f in record.frames if f.pts_ms <= until_ms)
     length = min(record.duration_ms or until_ms, until_ms)
-    return replace(record, frames=frames, asr=asr or record.asr, duration_ms=length)
+    return replace(record, frames=frames, asr=asr, duration_ms=length)
 
 
 def _media(

@@ -35,9 +35,9 @@ def _clip_page(
         for f in rec.frames
     )
     words = "".join(
-        f"<span class=word data-begin-ms={w['begin_time']} data-end-ms={w['end_time']} "
-        f"style='position:absolute;left:{pct_left(w['begin_time'], 0, end)}'>{esc(w['text'])}</span>"
-        for w in (rec.asr or {}).get("words", [])
+        f"<span class=word data-begin-ms={w.begin_ms} data-end-ms={w.end_ms} "
+        f"style='position:absolute;left:{pct_left(w.begin_ms, 0, end)}'>{esc(w.text)}</span>"
+        for w in rec.words
     )
     lanes = []
     for item in items:
