@@ -183,7 +183,7 @@ def test_a_gguf_text_model_ends_its_turn_where_its_template_does(prepared, smoll
     tok = backend.processor
     # the file's eos is <|im_start|> (id 1) as transformers reads it; ChatML ends a turn with <|im_end|>
     assert tok.eos_token == "<|im_end|>" and backend.stop_ids[0] == tok.convert_tokens_to_ids("<|im_end|>")
-    rec = next(r for r in load_manifest(prepared) if (r.asr or {}).get("words"))
+    rec = next(r for r in load_manifest(prepared) if (r.asr.to_ecog() if r.asr else {}).get("words"))
     answer = backend.answer(build_request(rec, make_stack("text"), str(prepared)))
     assert answer.text.strip() and "<|im_start|>" not in answer.text
     # images to a text model: refused before generating, naming the stack

@@ -53,7 +53,7 @@ def test_omni_sends_every_frame_with_its_time_and_the_clips_own_sound_and_no_tra
             assert rec.has_audio is False and not sf.read(str(req.path_of(sound)))[0].any()
         # no ASR text at all: neither the block nor the transcript in the instruction
         assert "<asr_data>" not in text
-        spoken = (rec.asr or {}).get("text", "").strip()
+        spoken = (rec.asr.to_ecog() if rec.asr else {}).get("text", "").strip()
         if spoken:
             assert spoken not in text and "spoken instruction is in the audio" in text, text
         seconds = sf.info(str(req.path_of(sound))).duration
@@ -67,7 +67,7 @@ def test_video_asr_sends_the_file_and_the_word_times(prepared):
         kinds = [type(p).__name__ for p in req.parts]
         assert kinds.count("Video") == 1 and "Image" not in kinds and "Audio" not in kinds
         text = "\n".join(p.text for p in req.parts if isinstance(p, Text))
-        if rec.task_template != "指令1" and (rec.asr or {}).get("words"):
+        if rec.task_template != "指令1" and (rec.asr.to_ecog() if rec.asr else {}).get("words"):
             assert "<asr_data>" in text and '"begin_time"' in text
 
 
@@ -238,7 +238,10 @@ def test_ablate_sends_each_interface_cell_as_it_should_and_reports_the_2x2(prepa
     for body in Recording.bodies:
         by_kind.setdefault(_kind(body), []).append(body)
     # a clip with no speech shown (指令1) has the same video and video_asr request: asked once
-    spoken = sum(r.task_template != "指令1" and bool((r.asr or {}).get("text", "").strip()) for r in records.values())
+    spoken = sum(
+        r.task_template != "指令1" and bool((r.asr.to_ecog() if r.asr else {}).get("text", "").strip())
+        for r in records.values()
+    )
     counts = {k: len(v) for k, v in by_kind.items()}
     assert counts == {"full": len(records), "omni": len(records), "video": len(records), "video_asr": spoken}
     # a server of no known kind is sent 16-bit PCM (--audio-format auto): the prepared WAV's samples,

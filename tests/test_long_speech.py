@@ -184,8 +184,8 @@ def test_prepare_reads_a_long_clips_audio_a_window_at_a_time(short_windows, read
     assert not report.failed, report.failed
     (rec,) = load_manifest(tmp_path / "out")
     assert reads and max(reads) <= 20 * RATE
-    assert len(rec.asr["timing"]["windows_ms"]) >= 3
-    found = rec.asr["words"]
+    assert len(rec.asr.to_ecog()["timing"]["windows_ms"]) >= 3
+    found = rec.asr.to_ecog()["words"]
     errors = []
     for t in truth:
         near = [w for w in found if w["text"].strip(" .,!?;:").lower() == t["text"]]

@@ -16,6 +16,7 @@ from conftest import SAMPLES
 from typer.testing import CliRunner
 
 import avstack
+from avstack.io import DataError
 
 CLI = Path(__file__).resolve().parents[1] / "cli"
 
@@ -266,3 +267,63 @@ def test_a_folder_prepared_by_the_previous_format_opens_and_runs(prepared, tmp_p
     (old / "manifest.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in bad))
     with pytest.raises(AvstackError, match=rf"clip '{spoken['clip_id']}': asr: words\[0\]: expected"):
         avstack.run(old, model="deixis", out=tmp_path / "bad")
+
+
+# --------------------------------------------------------------------- typed predictions
+
+
+def test_each_failure_has_its_kind_where_it_happens_and_only_giving_up_is_asked_again(tmp_path):
+    """A Prediction per item, its Failure set by the engine where the failure happened (no input,
+    refused before sending, rejected by the server, a limit it named, gave up after retries): the
+    kinds are recorded, read back as untrusted input, and a rerun asks again only what gave up."""
+    from avstack.prompting.messages import Request, Text
+    from avstack.runs.sending.engine import Asking, RunSettings, WorkItem, run_items
+    from avstack.runs.sending.predictions import Failure, Prediction
+    from avstack.runs.sending.runners import Answer, Backend, TransientError
+
+    class Moody(Backend):
+        asked: list[str] = []
+
+        def refuses(self, request):
+            return "no sound here" if request.meta["id"] == "refused" else None
+
+        def answer(self, request, truth=None):
+            said = request.meta["id"]
+            self.asked.append(said)
+            if said == "rejected":
+                raise RuntimeError("HTTP 400: bad image")
+            if said == "limit":
+                raise RuntimeError("HTTP 400: this model's maximum context length is 8192 tokens")
+            if said == "gave_up":
+                raise TransientError("HTTP 503")
+            return Answer("{}")
+
+    def item(name: str, **kw) -> WorkItem:
+        return WorkItem(name, Request("s", (Text(name),), meta={"id": name}), **kw)
+
+    items = [item(n) for n in ("ok", "refused", "rejected", "limit", "gave_up")] + [item("input", error="no frame")]
+    asking = Asking(Moody(), "moody", settings=RunSettings(retries=1, backoff_s=0.0))
+    path = run_items(items, tmp_path, lambda text, it: ({}, None), {"stack": "s"}, asking, "id")
+    lines = {
+        p.item_id: p for p in (Prediction.from_json(json.loads(x), "id", "t") for x in path.read_text().splitlines())
+    }
+    kinds = {k: p.failure for k, p in lines.items()}
+    assert kinds == {
+        "ok": None,
+        "refused": Failure.REFUSED,
+        "rejected": Failure.REJECTED,
+        "limit": Failure.LIMIT,
+        "gave_up": Failure.GAVE_UP,
+        "input": Failure.INPUT,
+    }
+    assert (
+        lines["limit"].limit and not lines["gave_up"].final and all(p.final for k, p in lines.items() if k != "gave_up")
+    )
+    assert [json.loads(x) for x in path.read_text().splitlines()] == [p.to_json() for p in lines.values()]
+    Moody.asked.clear()
+    run_items(items, tmp_path, lambda text, it: ({}, None), {"stack": "s"}, asking, "id")
+    assert set(Moody.asked) == {"gave_up"}  # the rest stand
+    with pytest.raises(DataError, match=r"t: item 'x': unknown failure kind 'oops'"):
+        Prediction.from_json({"id": "x", "raw": None, "failure": "oops"}, "id", "t")
+    legacy = Prediction.from_json({"id": "y", "raw": None, "error": "transient: gave up after 6 attempts"}, "id", "t")
+    assert legacy.failure is None and not legacy.final  # a line from before the kinds: by its message

@@ -40,9 +40,9 @@ def test_manifest_is_byte_identical_across_workers_threads_and_order(mode, tmp_p
     monkeypatch.setattr(prep, "discover_all", lambda *a, **k: (original(*a, **k)[0][::-1], []))
     assert one == _prepare(tmp_path / "rev", mode, workers=2)
     recs = load_manifest(tmp_path / "w1")
-    words = [w for r in recs for w in (r.asr or {}).get("words", [])]
+    words = [w for r in recs for w in (r.asr.to_ecog() if r.asr else {}).get("words", [])]
     assert len(words) >= 10  # the comparison is over real transcripts
-    runtime = next(r for r in recs if r.asr and r.asr["words"]).asr["runtime"]
+    runtime = next(r for r in recs if r.asr and r.asr.words).asr.runtime
     assert runtime["threads"] == 1 and runtime["device"] == "cpu" and runtime["ctranslate2"]
     assert runtime["isa"] != "unknown" and runtime["gemm_s8"] != "unknown"
 

@@ -49,7 +49,10 @@ print(json.dumps(out))
 
 
 def _words_of(record) -> list[list]:
-    return [[w["text"], w["begin_time"], w["end_time"]] for w in (record.asr or {}).get("words", [])]
+    return [
+        [w["text"], w["begin_time"], w["end_time"]]
+        for w in (record.asr.to_ecog() if record.asr else {}).get("words", [])
+    ]
 
 
 def _prepared_words(root: Path, out: Path) -> dict[str, list[list]]:
@@ -132,9 +135,9 @@ def test_words_made_under_another_compute_type_are_never_reused(tmp_path):
     shutil.copy(SAMPLES / CLIPS[0], one / "clip.mp4")
     out = tmp_path / "out"
     prepare(one, out, PrepareSettings(lang="en"), workers=1, layouts=LAYOUTS)
-    exact = load_manifest(out)[0].asr
+    exact = load_manifest(out)[0].asr.to_ecog()
     prepare(one, out, PrepareSettings(lang="en", asr_compute="int8"), workers=1, layouts=LAYOUTS)
-    fast = load_manifest(out)[0].asr
+    fast = load_manifest(out)[0].asr.to_ecog()
     assert exact["runtime"]["compute_type"] == "float32" and exact["runtime"]["machine_independent"]
     assert fast["runtime"]["compute_type"] == "int8" and not fast["runtime"]["machine_independent"]
     assert exact["words"]  # a real transcript, both times

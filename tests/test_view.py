@@ -65,8 +65,10 @@ def test_clip_page_is_true_to_the_millisecond(browser, site, prepared):
     for f, x in zip(rec.frames, xs):
         assert abs(x - (f.pts_ms - start) / (end - start) * ax["width"]) <= 2, (f.pts_ms, x)
     words = browser.find_elements(By.CSS_SELECTOR, "[data-begin-ms][data-end-ms]")
-    assert len(words) == len(rec.asr["words"]) > 0
-    assert [int(w.get_attribute("data-begin-ms")) for w in words] == [w["begin_time"] for w in rec.asr["words"]]
+    assert len(words) == len(rec.asr.to_ecog()["words"]) > 0
+    assert [int(w.get_attribute("data-begin-ms")) for w in words] == [
+        w["begin_time"] for w in rec.asr.to_ecog()["words"]
+    ]
     referents = [a for a in rec.eval_gt["answer"] if a.get("choice")]
     strokes = browser.find_elements(By.CSS_SELECTOR, "[data-stroke-begin-ms]")
     assert [int(s.get_attribute("data-stroke-end-ms")) for s in strokes] == [a["stroke_end_time"] for a in referents]

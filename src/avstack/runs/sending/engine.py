@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -28,20 +27,12 @@ from avstack.prompting.messages import Request, unmarked_unless_shared
 from avstack.runs.planning.cost import Budget, BudgetReached
 from avstack.runs.planning.provider_limits import limit_named
 from avstack.runs.sending.interleave import LANE
+from avstack.runs.sending.predictions import Failure, Prediction, is_final
 from avstack.runs.sending.runners import Backend, FatalError, TransientError, refusal
 from avstack.runs.sending.secrets import Scrubber
 from avstack.version import __version__
 
-# errors that say nothing about the item: a rerun asks again (legacy runs stored them as answers)
-_NOT_FINAL = re.compile(r"^(transient|.*HTTP (401|403|404)\b)")
-
-
 REFUSED = "refused before sending"  # the back-end cannot take the request (runners.refusal)
-
-
-def is_final(error: Any) -> bool:
-    """Whether a recorded answer with this error stands (a rerun does not ask again)."""
-    return not _NOT_FINAL.match(str(error or ""))
 
 
 @dataclass(frozen=True)
@@ -85,8 +76,11 @@ class AnswerCache:
         if self.folder is None:
             return None
         hit = read_json(self.folder / f"{key}.json")
-        ok = isinstance(hit, dict) and {"raw", "usage", "error"} <= set(hit) and is_final(hit["error"])
-        return hit if ok else None
+        if not isinstance(hit, dict) or not {"raw", "usage", "error"} <= set(hit):
+            return None
+        kind = hit.get("failure")
+        known = kind in {f.value for f in Failure}
+        return hit if is_final(hit["error"], Failure(kind) if known else None) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         if self.folder is not None:
@@ -100,31 +94,32 @@ def ask_with_retries(
     s: RunSettings,
     sleep: Callable[[float], None] = time.sleep,
     scrubber: Scrubber | None = None,
-) -> tuple[str | None, dict[str, Any], str | None, int]:
-    """(text, usage, error, attempts), every string scrubbed of secrets before anyone sees it.
-    Transient failures back off exponentially with jitter; a FatalError propagates (scrubbed)."""
+) -> tuple[str | None, dict[str, Any], str | None, int, Failure | None]:
+    """(text, usage, error, attempts, failure kind), every string scrubbed of secrets before anyone
+    sees it. Transient failures back off exponentially with jitter; a FatalError propagates
+    (scrubbed)."""
     scrub = (scrubber or Scrubber(backend.secrets())).scrub
     try:
-        text, usage, error, attempts = _ask(backend, req, truth, s, sleep)
+        text, usage, error, attempts, failure = _ask(backend, req, truth, s, sleep)
     except FatalError as exc:
         raise FatalError(scrub(str(exc))) from None
-    return scrub(text), scrub(usage), scrub(error), attempts
+    return scrub(text), scrub(usage), scrub(error), attempts, failure
 
 
 def _ask(
     backend: Backend, req: Request, truth: dict[str, Any], s: RunSettings, sleep: Callable[[float], None]
-) -> tuple[str | None, dict[str, Any], str | None, int]:
+) -> tuple[str | None, dict[str, Any], str | None, int, Failure | None]:
     last = ""
     for attempt in range(1, s.retries + 2):
         try:
             ans = backend.answer(req, truth)
-            return ans.text, ans.usage, None, attempt
+            return ans.text, ans.usage, None, attempt, None
         except FatalError:
             raise  # wrong for every item: the run stops, nothing is recorded
         except TransientError as exc:
             last = str(exc)
             if limit_named(last):  # a limit the request goes over: asking again cannot mend it
-                return None, {}, last, attempt
+                return None, {}, last, attempt, Failure.LIMIT
             if attempt > s.retries:
                 break
             delay = (
@@ -133,9 +128,10 @@ def _ask(
                 else min(s.max_backoff_s, s.backoff_s * 2 ** (attempt - 1)) * (0.5 + random.random())
             )
             sleep(delay)
-        except Exception as exc:  # a permanent failure for this item only
-            return None, {}, f"{type(exc).__name__}: {exc}", attempt
-    return None, {}, f"transient: gave up after {s.retries + 1} attempts: {last}", s.retries + 1
+        except Exception as exc:  # a permanent failure for this item only (a limit the server names, or not)
+            said = f"{type(exc).__name__}: {exc}"
+            return None, {}, said, attempt, Failure.LIMIT if limit_named(said) else Failure.REJECTED
+    return None, {}, f"transient: gave up after {s.retries + 1} attempts: {last}", s.retries + 1, Failure.GAVE_UP
 
 
 @dataclass(frozen=True)
@@ -165,13 +161,17 @@ def _load_final(path: Path, id_field: str, retry_failed: bool = False) -> dict[s
     done: dict[str, dict[str, Any]] = {}
     if not path.is_file():
         return done
-    for _, rec in read_jsonl(path):
-        if isinstance(rec, DataError) or not isinstance(rec, dict) or not isinstance(rec.get(id_field), str):
-            continue  # a line cut by a kill, or not ours: that item is asked again
-        if is_final(rec.get("error")) and not (retry_failed and failed_request(rec)):
-            done[rec[id_field]] = rec
+    for n, rec in read_jsonl(path):
+        if isinstance(rec, DataError):
+            continue  # a line cut by a kill: that item is asked again
+        try:
+            pred = Prediction.from_json(rec, id_field, f"{path}:{n}")
+        except DataError:
+            continue  # not a line of ours: that item is asked again
+        if pred.final and not (retry_failed and pred.failed_request):
+            done[pred.item_id] = rec
         else:
-            done.pop(rec[id_field], None)
+            done.pop(pred.item_id, None)
     return done
 
 
@@ -284,25 +284,33 @@ class ItemRun:
         self.writer = JsonlAppender(out / "predictions.jsonl")
 
     def asked(self, request: Request, truth: dict[str, Any], key: str) -> tuple[Any, ...]:
-        """(text, usage, error, attempts, cache hit) of one request: from the cache, a batch, or the back-end."""
+        """(text, usage, error, attempts, failure kind, cache hit) of one request: from the cache, a
+        batch, or the back-end."""
         s, cache = self.s, self.cache
         hit = cache.get(key)
         if hit is not None and s.retry_failed and hit.get("raw") is None:
             hit = None  # a cached failure is asked again too
         if hit is not None:
             text, usage, error = self.scrubber.scrub((hit["raw"], hit["usage"], hit["error"]))
-            return text, usage, error, 0, hit
+            kind = hit.get("failure")
+            failure = Failure(kind) if kind in {f.value for f in Failure} else None
+            if failure is None and text is None and error:  # cached before kinds were recorded
+                failure = Failure.LIMIT if limit_named(error) else Failure.REJECTED
+            return text, usage, error, 0, failure, hit
         if key in self.batched:  # answered in a batch: recorded as the online path does
             text, usage, error = self.scrubber.scrub((self.batched[key]["raw"], self.batched[key]["usage"], None))
-            attempts = 0
+            attempts, failure = 0, None
             cache.put(key, {"raw": text, "usage": usage, "error": error})
         else:
-            text, usage, error, attempts = ask_with_retries(self.backend, request, truth, s, scrubber=self.scrubber)
-            if is_final(error):
-                cache.put(key, {"raw": text, "usage": usage, "error": error})
+            text, usage, error, attempts, failure = ask_with_retries(
+                self.backend, request, truth, s, scrubber=self.scrubber
+            )
+            if failure is None or failure.final:
+                kind = {"failure": failure.value} if failure is not None else {}
+                cache.put(key, {"raw": text, "usage": usage, "error": error} | kind)
         if s.budget is not None and s.budget.charge(usage):
             self.stopping.set()  # the answer in hand is kept; no new request starts
-        return text, usage, error, attempts, None
+        return text, usage, error, attempts, failure, None
 
     def one(self, item: WorkItem) -> dict[str, Any]:
         """One item's prediction line, written as it comes."""
@@ -311,33 +319,37 @@ class ItemRun:
         text: str | None
         usage: dict[str, Any]
         error: str | None
+        failure: Failure | None
         why = refusal(self.backend, item.request) if item.error is None and item.request is not None else None
         if item.error is not None or item.request is None:
-            text, usage, error, attempts = None, {}, item.error or "no request", 0
+            text, usage, error, attempts, failure = None, {}, item.error or "no request", 0, Failure.INPUT
         elif why is not None:  # a part the back-end cannot take: refused here, nothing is sent or dropped
-            text, usage, error, attempts = None, {}, f"{REFUSED}: {why}", 0
+            text, usage, error, attempts, failure = None, {}, f"{REFUSED}: {why}", 0, Failure.REFUSED
         else:
             key = request_key(self.key_id, item.request)
             with self.lane.only_one(key) if self.lane is not None else nullcontext():
                 sent = unmarked_unless_shared(item.request, self.s.shared_prefixes)
-                text, usage, error, attempts, hit = self.asked(sent, item.truth, key)
-        pred, perr = self.parse(text, item) if text is not None else ({}, None)
-        rec = {
-            self.id_field: item.id,
-            "raw": text,
-            "prediction": pred,
-            "parse_error": perr,
-            "error": error,
-            "latency_s": round(time.perf_counter() - t0, 4),
-            "usage": usage,
-            "attempts": attempts,
-            "cached": hit is not None,
-            "stack": self.meta.get("stack"),
-        } | item.record
-        if (limit := limit_named(error)) is not None:  # the provider's limit the server named
-            rec["limit"] = limit
-        self.writer.append(rec)
-        return rec
+                text, usage, error, attempts, failure, hit = self.asked(sent, item.truth, key)
+        parsed, perr = self.parse(text, item) if text is not None else ({}, None)
+        pred = Prediction(
+            item.id,
+            self.id_field,
+            text,
+            parsed,
+            perr,
+            error,
+            round(time.perf_counter() - t0, 4),
+            usage,
+            attempts,
+            hit is not None,
+            self.meta.get("stack"),
+            item.record,
+            limit_named(error) if failure is Failure.LIMIT else None,  # the limit the server named
+            failure,
+        )
+        line = pred.to_json()
+        self.writer.append(line)
+        return line
 
     def unless_stopping(self, item: WorkItem) -> dict[str, Any] | None:
         # set by the worker whose item failed, before it takes another: a worker thread picks the
