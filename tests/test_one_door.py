@@ -327,3 +327,21 @@ def test_each_failure_has_its_kind_where_it_happens_and_only_giving_up_is_asked_
         Prediction.from_json({"id": "x", "raw": None, "failure": "oops"}, "id", "t")
     legacy = Prediction.from_json({"id": "y", "raw": None, "error": "transient: gave up after 6 attempts"}, "id", "t")
     assert legacy.failure is None and not legacy.final  # a line from before the kinds: by its message
+
+
+def test_the_cli_starts_light():
+    """The command line is built from the records' declarations at its start: that reads each
+    task's inputs record, not the task (no numpy, PyAV, OpenCV, nor a scorer or a back-end SDK)."""
+    import subprocess
+    import sys
+
+    heavy = ("numpy", "av", "cv2", "soundfile", "openai", "avstack.tasks.ecog.task", "avstack.tasks.ecog.metrics")
+    code = f"import sys, avstack_cli.app; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_light_inputs_registry_is_the_tasks_own():
+    from avstack.tasks import all_tasks, task_input_records
+
+    assert task_input_records() == [t.inputs for t in all_tasks()]

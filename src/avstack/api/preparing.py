@@ -16,7 +16,6 @@ from avstack.errors import InputError, UsageError
 from avstack.io import Progress
 from avstack.manifest import Prepared
 from avstack.options import fold, option, refuse_unknown
-from avstack.preparation.driver import PrepareReport
 from avstack.preparation.settings import ALIGN_HELP, PrepareJob, PrepareSettings
 
 if TYPE_CHECKING:
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
 
     from avstack.asr.types import Transcript
     from avstack.media.probe import Frame
+    from avstack.preparation.driver import PrepareReport
 
 PathLike = str | os.PathLike[str]
 

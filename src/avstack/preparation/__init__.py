@@ -9,7 +9,25 @@ May import: avstack.io, avstack.version, avstack.limits, avstack.lifeline, avsta
 avstack.asr, avstack.profiling (where each stage spends its time). Never a task, a prompt or a run.
 """
 
-from avstack.preparation.driver import EXECUTORS, PrepareReport, prepare
-from avstack.preparation.settings import ANCHORS, ASR_MODES, PrepareSettings, parse_anchors
+from importlib import import_module
+from typing import Any
+
+# imported on first use: the command line reads PrepareSettings' declarations at its start, and
+# the driver (its executors, the feeder) is not needed for that
+_NAMES = {
+    "EXECUTORS": "driver",
+    "PrepareReport": "driver",
+    "prepare": "driver",
+    "ANCHORS": "settings",
+    "ASR_MODES": "settings",
+    "PrepareSettings": "settings",
+    "parse_anchors": "settings",
+}
 
 __all__ = ["ANCHORS", "ASR_MODES", "EXECUTORS", "PrepareReport", "PrepareSettings", "parse_anchors", "prepare"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_NAMES[name]}"), name)

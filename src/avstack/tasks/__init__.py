@@ -1,6 +1,6 @@
 """Benchmarks as tasks. Each `tasks/<name>/` package provides a `TASK` (see `Task`) in its
 `task` module; this registry names them. The core (every other part of avstack but the front
-door, api.py) never imports from here: tasks build on the core, not the other way round.
+door, avstack.api) never imports from here: tasks build on the core, not the other way round.
 
 To add a benchmark: write `tasks/<name>/` with a `task.py` whose `TASK` fills in `Task`, and add
 one line to `REGISTRY`.
@@ -14,15 +14,17 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from avstack.analysis.tables import Report
 from avstack.errors import UsageError
 from avstack.options import STACKS, flag_of, given, option
-from avstack.preparation.discover import Layout
 from avstack.prompting.budget import FPS_FLAG, MAX_FRAMES_FLAG, one_budget
-from avstack.runs.sending.engine import Asking
-from avstack.runs.sending.runners import Backend, make_backend
+
+if TYPE_CHECKING:  # the registry stays light to import: the command line reads StackChoice from it
+    from avstack.analysis.tables import Report
+    from avstack.preparation.discover import Layout
+    from avstack.runs.sending.engine import Asking
+    from avstack.runs.sending.runners import Backend
 
 TS_HELP = "How frame times are told: ms, seconds, mmss, qwen, index, overlay"
 WORDS_HELP = "How word times are told: json, srt, inline"
@@ -39,6 +41,14 @@ REGISTRY: dict[str, str] = {  # task name -> module holding its TASK
 # its whole task (a frames job's driver would load OpenCV, numpy and the back-ends for nothing);
 # tests/test_layering.py holds this equal to the tasks' own `layouts`
 LAYOUTS: tuple[tuple[str, str], ...] = (("avstack.tasks.ecog.layout", "ecog_layout"),)
+# each task's own inputs record, by module and name, for the same reason: the command line is built
+# from their declarations, and its start must not import the tasks (tests/test_layering.py holds
+# this equal to the tasks' own `inputs`)
+INPUTS: tuple[tuple[str, str], ...] = (
+    ("avstack.tasks.ecog.inputs", "EcogInputs"),
+    ("avstack.tasks.egogap.inputs", "EgogapInputs"),
+    ("avstack.tasks.videoqa.inputs", "VideoqaInputs"),
+)
 
 
 def flag_names(names: Sequence[str]) -> str:
@@ -208,8 +218,9 @@ def task_inputs(task: Task, offered: Mapping[str, Any], defaults: Mapping[str, A
 
 
 def task_input_records() -> list[type]:
-    """Every registered task's own inputs record (Task.inputs), each declaring its flags."""
-    return [task.inputs for task in all_tasks() if is_dataclass(task.inputs)]
+    """Every registered task's own inputs record (Task.inputs), each declaring its flags; the
+    tasks themselves are not imported."""
+    return [getattr(importlib.import_module(module), name) for module, name in INPUTS]
 
 
 def input_names() -> list[str]:
@@ -220,6 +231,8 @@ def input_names() -> list[str]:
 
 def backend_for(task: str, spec: str, **options: Any) -> Backend:
     """A back-end for a task's requests: the task's own baselines, or a model back-end."""
+    from avstack.runs.sending.runners import make_backend
+
     return make_backend(spec, get_task(task).baselines, **options)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from avstack.tasks.ecog.data import LEVEL_OF, referents
 from avstack.tasks.ecog.metrics import load_mask
-from avstack.tasks.ecog.score import EcogResult
+from avstack.tasks.ecog.scoring import EcogResult
 
 BOTTLENECKS = ("only_what", "only_where", "only_when", "joint")
 SIZE_BINS = (("<0.5%", 0.0, 0.005), ("0.5-2%", 0.005, 0.02), (">=2%", 0.02, 2.0))

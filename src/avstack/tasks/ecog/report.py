@@ -17,7 +17,7 @@ from avstack.tasks.ecog.analysis import (
     timestamp_errors,
 )
 from avstack.tasks.ecog.metrics import METRICS
-from avstack.tasks.ecog.score import EcogResult
+from avstack.tasks.ecog.scoring import EcogResult
 
 Run = tuple[str, EcogResult, dict[str, Any]]  # (label, result, score json)
 

@@ -15,7 +15,7 @@ from avstack.runs.sending.engine import Asking, WorkItem, run_items
 from avstack.tasks.ecog.data import GtClip
 from avstack.tasks.ecog.parse import parse_answer
 from avstack.tasks.ecog.prompt import PROMPT_VERSION, EcogOptions, build_request, prompt_set
-from avstack.tasks.ecog.score import EcogResult, score
+from avstack.tasks.ecog.scoring import EcogResult, score
 
 
 def usable(record: ClipRecord) -> bool:

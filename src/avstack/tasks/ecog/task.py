@@ -8,8 +8,6 @@ from pathlib import Path
 from avstack.analysis.tables import Report
 from avstack.io import DataError, read_predictions
 from avstack.manifest import Prepared, opened
-from avstack.options import TASK as TASK_PANEL
-from avstack.options import option
 from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack, interface_pairs, make_stack
 from avstack.runs.ablation.arms import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
@@ -27,12 +25,13 @@ from avstack.tasks import (
 from avstack.tasks.ecog.baselines import BASELINES
 from avstack.tasks.ecog.data import load_gt
 from avstack.tasks.ecog.export import export, write_stacks
+from avstack.tasks.ecog.inputs import EcogInputs
 from avstack.tasks.ecog.layout import ecog_layout
 from avstack.tasks.ecog.metrics import METRICS
 from avstack.tasks.ecog.prompt import EcogOptions
 from avstack.tasks.ecog.report import interface_section, item_tables, summary_table, write_report
 from avstack.tasks.ecog.runs import load_run, prompt_of, prompt_record, requests_for, run, score_and_write
-from avstack.tasks.ecog.score import score
+from avstack.tasks.ecog.scoring import score
 
 
 @dataclass(frozen=True)
@@ -70,24 +69,6 @@ class EcogAblation:
         report = write_report(runs, out, cluster, {r[0]: sha for r in runs})
         cells = {s.stack.variant: s.native for s in scored if not s.stack.dropped and s.stack.name == s.stack.variant}
         return report, interface_section(cells, interface_pairs(cells), out, cluster)
-
-
-@dataclass(frozen=True)
-class EcogInputs:
-    """EcoG's own options, named as their flags."""
-
-    asr: str | None = option(
-        None, "ecog: whose words, whisper (ours) or source (annotations); default ours", panel=TASK_PANEL
-    )
-    coord_order: str = option("xy", "ecog: xy or yx (the order of a point's coordinates in answers)", panel=TASK_PANEL)
-    prompt: Path | None = option(
-        None,
-        "A folder of prompt templates (system.j2, user.j2; see README); default: the shipped ones",
-        panel=TASK_PANEL,
-    )
-
-    def options(self) -> EcogOptions:
-        return EcogOptions(self.coord_order, self.asr, prompt_dir=self.prompt)
 
 
 def ablation(prepared: Path | None, inputs: EcogInputs) -> EcogAblation:

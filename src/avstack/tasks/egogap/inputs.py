@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from avstack.errors import UsageError
 from avstack.options import TASK, option
-from avstack.tasks.egogap.stack import EgoGapStack
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,10 @@ class EgogapInputs:
     shuffle_seed: int | None = option(None, "egogap: shuffle and re-letter the options with this seed", panel=TASK)
     max_side: int = option(512, "egogap: the downscale variant's longest side in px", panel=TASK)
 
-    def stack(self, variant: str = "image") -> EgoGapStack:
+    def stack(self, variant: str = "image") -> Any:
+        """The EgoGap stack (tasks.egogap.stack.EgoGapStack) of these inputs under `variant`."""
+        from avstack.tasks.egogap.stack import EgoGapStack
+
         return EgoGapStack(self.style, variant, self.options, self.shuffle_seed, self.max_side)
 
     def bundles_file(self) -> Path:

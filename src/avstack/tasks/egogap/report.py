@@ -11,7 +11,7 @@ from avstack.analysis.compare import ItemSetMismatch, ItemTable, compare_runs, c
 from avstack.analysis.tables import Report, markdown_table, write_markdown
 from avstack.io import read_json_file, write_csv_atomic
 from avstack.tasks.egogap.data import MOTOR, OFF_VANTAGE
-from avstack.tasks.egogap.score import GROUPS, spearman
+from avstack.tasks.egogap.scoring import GROUPS, spearman
 
 # ../shared/egogapbench/FORMAT.md, percent
 PUBLISHED: list[tuple[str, dict[str, float]]] = [

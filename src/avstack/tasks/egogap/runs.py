@@ -12,7 +12,7 @@ from avstack.tasks.egogap.data import EgoGapDataError, Item, load_bundles
 from avstack.tasks.egogap.inputs import EgogapInputs
 from avstack.tasks.egogap.parse import parse_letter
 from avstack.tasks.egogap.prompt import PROMPT_VERSION
-from avstack.tasks.egogap.score import score
+from avstack.tasks.egogap.scoring import score
 from avstack.tasks.egogap.stack import EgoGapStack, present, request_for
 
 

@@ -32,7 +32,7 @@ from avstack.tasks.egogap.lmms import METRICS
 from avstack.tasks.egogap.prompt import STYLES
 from avstack.tasks.egogap.report import ITEM_METRICS, load_egogap_run, per_item, score_rows, write_egogap_report
 from avstack.tasks.egogap.runs import run_egogap, score_egogap_run, work_items
-from avstack.tasks.egogap.score import score
+from avstack.tasks.egogap.scoring import score
 from avstack.tasks.egogap.stack import IMAGE_VARIANTS, OPTION_VARIANTS, EgoGapStack
 
 

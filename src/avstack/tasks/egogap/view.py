@@ -10,7 +10,7 @@ from typing import Any
 from avstack.io import atomic_write, read_json_file, read_predictions
 from avstack.site.pages import PALETTE, esc, page, rel
 from avstack.tasks.egogap.data import MOTOR, OFF_VANTAGE, image_path, load_bundles
-from avstack.tasks.egogap.score import score
+from avstack.tasks.egogap.scoring import score
 
 
 def _label_name(label: str | None) -> str:

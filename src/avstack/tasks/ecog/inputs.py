@@ -1,0 +1,29 @@
+"""EcoG's own options as one record, read whole by its runs, plans and exports (light to import:
+the command line is built from it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from avstack.options import TASK, option
+
+
+@dataclass(frozen=True)
+class EcogInputs:
+    """EcoG's own options, named as their flags."""
+
+    asr: str | None = option(
+        None, "ecog: whose words, whisper (ours) or source (annotations); default ours", panel=TASK
+    )
+    coord_order: str = option("xy", "ecog: xy or yx (the order of a point's coordinates in answers)", panel=TASK)
+    prompt: Path | None = option(
+        None, "A folder of prompt templates (system.j2, user.j2; see README); default: the shipped ones", panel=TASK
+    )
+
+    def options(self) -> Any:
+        """The prompt builder's options (tasks.ecog.prompt.EcogOptions) of these inputs."""
+        from avstack.tasks.ecog.prompt import EcogOptions
+
+        return EcogOptions(self.coord_order, self.asr, prompt_dir=self.prompt)
