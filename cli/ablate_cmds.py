@@ -10,7 +10,7 @@ import typer
 
 import avstack.api as door
 
-from .common import PLAN, app, ended, progress, shown
+from .common import PLAN, app, ended, print_done, progress
 from .declared import flag, takes
 from .run_cmds import ASKING, asking_head
 
@@ -37,4 +37,4 @@ from .run_cmds import ASKING, asking_head
 def ablate(**given: Any) -> None:
     """Run full and each --drop (and --variants), score each, write the Δ table (paired CIs, p-values) and report."""
     with ended():
-        shown(door.ablate(**given, say=typer.echo, progress=progress))
+        print_done(door.ablate(**given, say=typer.echo, progress=progress))

@@ -94,7 +94,7 @@ prompts_app = typer.Typer(no_args_is_help=True, help="Prompt templates: check a 
 app.add_typer(prompts_app, name="prompts")
 
 
-def shown(done: Any) -> None:
+def print_done(done: Any) -> None:
     """What a command did: its summary, then its notes and any arm whose input departed (stderr)."""
     if done.summary:
         typer.echo(done.summary)
@@ -117,7 +117,7 @@ def ended() -> Iterator[None]:
     except door.CommandFailed as exc:
         if exc.done is None:
             fail(str(exc), exc.code)
-        shown(exc.done)
+        print_done(exc.done)
         for stack, f in exc.done.failed.items():
             causes = "; ".join(f"{n}x {c}" for c, n in f["causes"].items())
             typer.echo(f"{stack}: {f['request_failures']} of {f['clips']} requests failed: {causes}", err=True)

@@ -10,7 +10,7 @@ import typer
 
 import avstack.api as door
 
-from .common import app, ended, progress, shown
+from .common import app, ended, print_done, progress
 from .declared import argument, flag, takes
 
 
@@ -27,14 +27,14 @@ def prepare(**given: Any) -> None:
     """Decode clips, sample frames at true times, extract audio and word-level ASR; write a manifest."""
     with ended():
         report = door.prepare(**given, progress=progress)
-    said(report, given["out"])
+    print_prepare_report(report, given["out"])
     if report.failed:
         raise typer.Exit(1)
 
 
-def said(report: Any, out: Path) -> None:
+def print_prepare_report(report: Any, out: Path) -> None:
     """prepare's summary (stdout) and its warnings and failed clips (stderr)."""
-    lines, warnings = report.said(out)
+    lines, warnings = report.summary_lines(out)
     for text in lines:
         typer.echo(text)
     for text in warnings:
@@ -65,4 +65,4 @@ def synth(
 ) -> None:
     """Generate synthetic EcoG-layout clips with known frame and word timing."""
     with ended():
-        shown(door.synth(out, lang=lang, small=small))
+        print_done(door.synth(out, lang=lang, small=small))

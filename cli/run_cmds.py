@@ -11,7 +11,7 @@ import typer
 
 import avstack.api as door
 
-from .common import MODEL, TASK, app, ended, progress, shown
+from .common import MODEL, TASK, app, ended, print_done, progress
 from .declared import argument, flag, takes
 
 
@@ -26,7 +26,7 @@ def score(
 ) -> None:
     """Score predictions with the benchmark's own metric definitions."""
     with ended():
-        shown(door.score(task, gt=gt, bundles=bundles, questions=questions, predictions=pred, json_out=json_out))
+        print_done(door.score(task, gt=gt, bundles=bundles, questions=questions, predictions=pred, json_out=json_out))
 
 
 PREPARED = "A folder written by `avstack prepare`"
@@ -56,7 +56,7 @@ def model_flag(help: str = MODEL_HELP) -> inspect.Parameter:
 def stacks(**given: Any) -> None:
     """Write the rendered request of every clip (videoqa: every question) under one input stack."""
     with ended():
-        shown(door.write_stacks(**given))
+        print_done(door.write_stacks(**given))
 
 
 @app.command("export")
@@ -69,7 +69,7 @@ def stacks(**given: Any) -> None:
 def export_cmd(**given: Any) -> None:
     """Precomputed inputs for other harnesses, for every task (docs: loaders); --to features for any prepared folder."""
     with ended():
-        shown(door.export(**given))
+        print_done(door.export(**given))
 
 
 def asking_head(out_help: str, model_help: str = MODEL_HELP) -> list[inspect.Parameter]:
@@ -92,7 +92,7 @@ ASKING = {"task_options": None, "backend": door.BackendOptions, "sending": door.
 def run_cmd(**given: Any) -> None:
     """Run a model over prepared clips (ecog, videoqa) or bundles (egogap); resumable; then score."""
     with ended():
-        shown(door.run(**given, say=typer.echo, progress=progress))
+        print_done(door.run(**given, say=typer.echo, progress=progress))
 
 
 @app.command()
@@ -105,4 +105,4 @@ def report(
 ) -> None:
     """EcoG: Δ table, bottlenecks, calibration, size/scene/language. EgoGap: scores with CIs, rank agreement."""
     with ended():
-        shown(door.report(runs, out=out, cluster=cluster))
+        print_done(door.report(runs, out=out, cluster=cluster))

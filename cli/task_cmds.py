@@ -10,7 +10,7 @@ import typer
 
 import avstack.api as door
 
-from .common import app, ecog_app, egogap_app, ended, prompts_app, shown
+from .common import app, ecog_app, egogap_app, ended, print_done, prompts_app
 
 
 @ecog_app.command("gt")
@@ -21,7 +21,7 @@ def ecog_gt(
 ) -> None:
     """Write normalized ground truth, one JSON line per clip, to stdout."""
     with ended():
-        shown(door.ecog_ground_truth(data_root, lang=lang, prepared=manifest))
+        print_done(door.ecog_ground_truth(data_root, lang=lang, prepared=manifest))
 
 
 @egogap_app.command("prompts")
@@ -33,7 +33,7 @@ def egogap_prompts(
 ) -> None:
     """Print one JSON line per item: uid, image, prompt, correct_letter."""
     with ended():
-        shown(door.egogap_prompts(bundles, style=style, options=options, shuffle_seed=shuffle_seed))
+        print_done(door.egogap_prompts(bundles, style=style, options=options, shuffle_seed=shuffle_seed))
 
 
 @egogap_app.command("export")
@@ -50,7 +50,7 @@ def egogap_export(
     """Write fine-tuning data with an image-level train/test split."""
     args = dict(locals())  # first: every option, and nothing else
     with ended():
-        shown(door.egogap_export(**args))
+        print_done(door.egogap_export(**args))
 
 
 @prompts_app.command("check")
@@ -60,7 +60,7 @@ def prompts_check(
     """Render one clip of the sample set with the templates; report unknown variables, missing
     parts and where the frames go."""
     with ended():
-        shown(door.check_prompts(folder))
+        print_done(door.check_prompts(folder))
 
 
 @app.command()
@@ -75,4 +75,4 @@ def view(
 ) -> None:
     """A static, offline site: every clip on its true time axis with every stack's answer on it."""
     with ended():
-        shown(door.view(prepared, list(runs or []), out=out, serve=serve, port=port))
+        print_done(door.view(prepared, list(runs or []), out=out, serve=serve, port=port))

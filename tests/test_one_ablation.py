@@ -14,7 +14,7 @@ from conftest import shared_path
 from fake_http import JsonHandler, serving
 from typer.testing import CliRunner
 
-from avstack.runs.ablation.arms import AblationSpec, UnsupportedOption, refused, stacks_to_run
+from avstack.runs.ablation.arms import AblationSpec, UnsupportedOption, refuse_unhonoured_options, stacks_to_run
 
 
 class Refusing(JsonHandler):
@@ -66,8 +66,8 @@ def test_an_option_a_task_cannot_honour_is_refused_naming_it():
     with pytest.raises(
         UnsupportedOption, match=r"--task narrow cannot honour --drop, --cluster, --until: it takes --variants"
     ):
-        refused(Narrow(), AblationSpec(("word_ts",), cluster="scene", until="decided"))  # type: ignore[arg-type]
-    refused(Narrow(), AblationSpec((), ("omni",)))  # type: ignore[arg-type]
+        refuse_unhonoured_options(Narrow(), AblationSpec(("word_ts",), cluster="scene", until="decided"))  # type: ignore[arg-type]
+    refuse_unhonoured_options(Narrow(), AblationSpec((), ("omni",)))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="variant: expected one of"):
         stacks_to_run(AblationSpec(("word_ts",), ("omnii",)))
     with pytest.raises(ValueError, match=r"until decided\) needs a dropped cue or a variant"):

@@ -21,7 +21,7 @@ from avstack.api.planning import (
     bill,
     counting_for,
     has_limits,
-    planned,
+    plan_summary,
     quiet,
     within_limits,
 )
@@ -83,7 +83,7 @@ def ablate(
     if chosen.ablation is None:
         raise UsageError(f"--task {task} has no ablation")
     target = chosen.ablation(Path(prepared) if prepared is not None else None, inputs)
-    engine.refused(target, spec)
+    engine.refuse_unhonoured_options(target, spec)
     made = backend_or_none(model, chosen.baselines, backend)  # made once: the plan counts with it, the run asks it
     counting = counting_for(made, costing, clip_major=not sending.batch)
 
@@ -94,7 +94,7 @@ def ablate(
     plan, budgets = within_limits(replan, spec.budgets, costing.fit_limits, out, say)
     spec = replace(spec, budgets=budgets)
     if costing.dry_run:
-        return Done(planned(plan, out), out / "plan.json", plan=plan)
+        return Done(plan_summary(plan, out), out / "plan.json", plan=plan)
     settings = sending.settings(bill(plan, out, costing, say))
     if made is None:  # the plan went without it: now its own error, naming what is missing
         made = make_backend(model, chosen.baselines, backend)
@@ -151,7 +151,7 @@ def run(
         made = backend_or_none(model, chosen.baselines, backend)  # made once: the plan counts with it, the run asks it
         choice, plan = _plan_run(chosen, where, inputs, choice, model, out, made, backend.max_tokens, costing, say)
         if costing.dry_run:
-            return Done(planned(plan, out), out / "plan.json", plan=plan)
+            return Done(plan_summary(plan, out), out / "plan.json", plan=plan)
         budget_usd = bill(plan, out, costing, say)
     settings = sending.settings(budget_usd)
     if made is None:  # not planned, or the plan went without it: now its own error, naming what is missing

@@ -99,7 +99,7 @@ def bill(plan: Plan, out: Path, costing: Costing, say: Say) -> Any:
     return Budget(costing.max_cost, Price(**plan.price_usd_per_1m))
 
 
-def planned(plan: Plan, out: Path) -> str:
+def plan_summary(plan: Plan, out: Path) -> str:
     """What a dry run prints after the plan."""
     from avstack.runs.planning.plan import plan_table
 

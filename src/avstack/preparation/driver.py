@@ -49,7 +49,7 @@ class PrepareReport:
 
         return load_manifest(self.manifest.parent)
 
-    def said(self, out: Path, shown: int = 20) -> tuple[list[str], list[str]]:
+    def summary_lines(self, out: Path, shown: int = 20) -> tuple[list[str], list[str]]:
         """What `avstack prepare` prints: (stdout lines, stderr lines): counts and time, files with
         several streams, skipped files, failed clips (at most `shown` of each list)."""
         from avstack.profiling import line

@@ -153,7 +153,7 @@ def spec_flags(names: Iterable[str]) -> str:
     return ", ".join("--" + said.get(n, n.replace("_", "-")) for n in names) or "none of them"
 
 
-def refused(task: AblationTask, spec: AblationSpec) -> None:
+def refuse_unhonoured_options(task: AblationTask, spec: AblationSpec) -> None:
     missing = [o for o in spec.asks_for() if o not in task.honours]
     if missing:
         raise UnsupportedOption(task.name, missing, task.honours)
@@ -238,7 +238,7 @@ def plan_stacks(
 def plan(task: AblationTask, spec: AblationSpec, model: str, out: str | Path, *costing: Any) -> Plan:
     """What the ablation would ask and cost, written to out/plan.json; nothing sent. `costing`:
     plan_stacks' counting, max_output_tokens and prices_file."""
-    refused(task, spec)
+    refuse_unhonoured_options(task, spec)
     return plan_stacks(task, arms(task, spec), model, out, *costing)
 
 
@@ -253,7 +253,7 @@ def ablate(
     """Run every stack into out/<stack>/ (every item, or rounds until decided), score each once,
     write out/report.md: the task's report, the cue values, the sequential stop, the plan beside
     the usage the servers reported. `Report.failed` names the stacks whose requests failed."""
-    refused(task, spec)
+    refuse_unhonoured_options(task, spec)
     out = Path(out)
     stacks = arms(task, spec)
     bill = bill or plan(task, spec, asking.backend_id or str(getattr(asking.backend, "name", "backend")), out)
