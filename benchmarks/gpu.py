@@ -430,8 +430,8 @@ def manifest_words(out: Path) -> dict[str, tuple[list[str], list[tuple[int, int]
 
     found = {}
     for rec in load_manifest(out):
-        words = (rec.asr or {}).get("words", [])
-        device = ((rec.asr or {}).get("runtime") or {}).get("device", "?")
+        words = (rec.asr.to_ecog() if rec.asr else {}).get("words", [])
+        device = ((rec.asr.to_ecog() if rec.asr else {}).get("runtime") or {}).get("device", "?")
         found[rec.clip_id] = ([w["text"] for w in words], [(w["begin_time"], w["end_time"]) for w in words], device)
     return found
 

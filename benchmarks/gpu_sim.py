@@ -155,6 +155,8 @@ def _words(out: Path) -> dict[str, list[tuple[str, int, int]]]:
     from avstack.manifest import load_manifest
 
     return {
-        r.clip_id: [(w["text"], w["begin_time"], w["end_time"]) for w in (r.asr or {}).get("words", [])]
+        r.clip_id: [
+            (w["text"], w["begin_time"], w["end_time"]) for w in (r.asr.to_ecog() if r.asr else {}).get("words", [])
+        ]
         for r in load_manifest(out)
     }

@@ -125,7 +125,7 @@ def check_full(out: Path, flashes: list[float], truth: list[dict]) -> dict:
     (rec,) = load_manifest(out)
     white = {f.pts_ms for f in rec.frames if cv2.imread(str(out / f.path)).mean() > 200}
     expected = {round(t * 1000) for t in flashes}
-    words = (rec.asr or {}).get("words", [])
+    words = (rec.asr.to_ecog() if rec.asr else {}).get("words", [])
     errors = []
     for t in truth:  # the nearest recognized word of the same text
         near = [w for w in words if w["text"].strip(" .,!?").lower() == t["text"]]
@@ -203,7 +203,7 @@ def continuous(minutes: list[float], model: str, keep: Path | None = None) -> di
                                 "--lang", "en", "--workers", "1")  # fmt: skip
             child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
             (rec,) = load_manifest(tmp / "out")
-            words = (rec.asr or {}).get("words", [])
+            words = (rec.asr.to_ecog() if rec.asr else {}).get("words", [])
             last = rec.duration_ms
             if keep is not None:
                 keep.mkdir(parents=True, exist_ok=True)
@@ -218,7 +218,7 @@ def continuous(minutes: list[float], model: str, keep: Path | None = None) -> di
                 "cpu_seconds_per_audio_second": round(CPU_SECONDS[-1] / (m * 60), 4),
                 "peak_rss_mb": rss,
                 "largest_process_peak_rss_mb": round(child / 1024) if child > before else None,
-                "windows": len((rec.asr or {}).get("timing", {}).get("windows_ms") or [0]),
+                "windows": len((rec.asr.to_ecog() if rec.asr else {}).get("timing", {}).get("windows_ms") or [0]),
                 "first_10_min": edge_errors(words, truth, 0, 600_000),
                 "last_10_min": edge_errors(words, truth, max(0, last - 600_000), last + 1),
             }

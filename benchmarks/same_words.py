@@ -67,7 +67,7 @@ def words(out: Path, names: dict[str, str]) -> dict[str, list[list[Any]]]:
     """Each clip's words, keyed by its original name (`names`: the name in this run -> original)."""
     return {
         names[Path(r.clip_id).name]: [
-            [w["text"], w["begin_time"], w["end_time"]] for w in (r.asr or {}).get("words", [])
+            [w["text"], w["begin_time"], w["end_time"]] for w in (r.asr.to_ecog() if r.asr else {}).get("words", [])
         ]
         for r in load_manifest(out)
     }

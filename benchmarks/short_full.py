@@ -88,7 +88,12 @@ def score(out: Path, truths: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     for rec in load_manifest(out):
         truth = truths[Path(rec.clip_id).name]
         cases.append(asr_eval.Case("en", np.zeros(0, np.float32), truth, 0))
-        hyps.append([asr.Word(w["text"], w["begin_time"], w["end_time"], w.get("prob", 0.0)) for w in rec.asr["words"]])
+        hyps.append(
+            [
+                asr.Word(w["text"], w["begin_time"], w["end_time"], w.get("prob", 0.0))
+                for w in rec.asr.to_ecog()["words"]
+            ]
+        )
     return _summary(cases, hyps)
 
 

@@ -206,7 +206,7 @@ def test_a_folder_prepared_by_an_older_avstack_is_refused_in_one_line(prepared_c
     meta = json.loads((old / "prepare.json").read_text())
     meta.pop("format")
     (old / "prepare.json").write_text(json.dumps(meta))
-    with pytest.raises(DataError, match=r"format 1; this avstack reads format 2\): re-run `avstack prepare`"):
+    with pytest.raises(DataError, match=r"format 1; this avstack reads formats 2, 3\): re-run `avstack prepare`"):
         load_manifest(old)
 
 
