@@ -75,13 +75,18 @@ def _task_params() -> list[tuple[inspect.Parameter, str]]:
 def takes(head: Sequence[inspect.Parameter] = (), **records: type | None) -> Callable[[Callable[..., Any]], Any]:
     """The decorator that gives a command its flags: `head`, then each record's declared fields
     (`task_options=None`: every task's inputs). The command is called with the head's values and
-    one record per group (task options: only those given, flat)."""
+    one record per group (the task options flat, for the chosen task to take, or refuse by flag
+    where one is set away from its default). Two groups declaring one flag is a bug, said here."""
     built = [
         p
         for group, record in records.items()
         for p in (_task_params() if record is None else _params_of(record, group))
     ]
     kinds = {group: record for group, record in records.items() if record is not None}
+    names = [p.name for p in head] + [p.name for p, _ in built]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise TypeError(f"a command declares these flags twice: {', '.join(twice)}")
 
     def decorate(command: Callable[..., Any]) -> Any:
         @functools.wraps(command)
