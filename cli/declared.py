@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 import avstack.api as door
 
@@ -49,7 +50,8 @@ def _params_of(record: type, group: str) -> list[tuple[inspect.Parameter, str]]:
             default = door.flag_default(f, said, flag)
             name = flag.flag(f.name)
             names = [f"{name}/--no-{name[2:]}" if flag.switch else name, *([flag.short] if flag.short else [])]
-            opt = typer.Option(*names, help=flag.help, rich_help_panel=flag.panel or None)
+            # escaped: a help text says extras as pip does ('avstack[ray]'), which rich reads as markup
+            opt = typer.Option(*names, help=escape(flag.help), rich_help_panel=flag.panel or None)
             param = inspect.Parameter(
                 door.keyword_of(f, flag),
                 inspect.Parameter.KEYWORD_ONLY,
