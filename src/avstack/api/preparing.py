@@ -168,7 +168,7 @@ def transcribe(
     # a video's clock starts where a player starts it (its earliest stream); a sound file's, at
     # its own first sample
     origin = media.clip_origin(media.probe(path)) if media.has_video(path) else None
-    samples = media.load_audio(path, origin=origin) if media.has_audio(path) else None
+    samples = media.load_audio(path, origin=origin)  # None: no audio track
     if samples is None:
         return Transcript(settings.model, "", (), settings, ("no audio track",))
     return run_asr(samples, settings)

@@ -25,9 +25,7 @@ SHARD_SIZE = 1000  # rows per Parquet shard
 class ExportOptions:
     """Where and how an export is written (`avstack export`'s options beside the stack)."""
 
-    to: str = option(
-        "jsonl", "jsonl, openai-batch, hf, lmms-eval (a task folder), or features", panel=OUTPUT, name="to"
-    )
+    to: str = option("jsonl", "jsonl, openai-batch, hf, lmms-eval (a task folder), or features", panel=OUTPUT)
     out: Path = option(Path("export"), "Output folder", panel=OUTPUT, short="-o")
     model: str = option("gpt-4o", "Model named in openai-batch request bodies", panel=OUTPUT)
     max_tokens: int = option(2048, "Longest answer (openai-batch bodies, lmms-eval generation)", panel=OUTPUT)

@@ -78,9 +78,7 @@ class AnswerCache:
         hit = read_json(self.folder / f"{key}.json")
         if not isinstance(hit, dict) or not {"raw", "usage", "error"} <= set(hit):
             return None
-        kind = hit.get("failure")
-        known = kind in {f.value for f in Failure}
-        return hit if is_final(hit["error"], Failure(kind) if known else None) else None
+        return hit if is_final(hit["error"], Failure.named(hit.get("failure"))) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         if self.folder is not None:
@@ -292,8 +290,7 @@ class ItemRun:
             hit = None  # a cached failure is asked again too
         if hit is not None:
             text, usage, error = self.scrubber.scrub((hit["raw"], hit["usage"], hit["error"]))
-            kind = hit.get("failure")
-            failure = Failure(kind) if kind in {f.value for f in Failure} else None
+            failure = Failure.named(hit.get("failure"))
             if failure is None and text is None and error:  # cached before kinds were recorded
                 failure = Failure.LIMIT if limit_named(error) else Failure.REJECTED
             return text, usage, error, 0, failure, hit

@@ -27,6 +27,11 @@ class Failure(str, Enum):
         """Whether the failure stands: a rerun asks again only what gave up."""
         return self is not Failure.GAVE_UP
 
+    @classmethod
+    def named(cls, kind: Any) -> Failure | None:
+        """The kind a file names, or None (none named, or one this avstack does not know)."""
+        return cls._value2member_map_.get(kind) if isinstance(kind, str) else None  # type: ignore[return-value]
+
 
 # the lines of runs written before the kind was recorded: their message says it (a 401/403/404
 # was stored as an answer then; now it stops the run)
@@ -96,7 +101,7 @@ class Prediction:
             if name in d and not isinstance(d[name], kinds):
                 raise DataError(f"{where}: item {d[id_field]!r}: {name} has the wrong type ({type(d[name]).__name__})")
         failure = d.get("failure")
-        if failure is not None and failure not in {f.value for f in Failure}:
+        if failure is not None and Failure.named(failure) is None:
             raise DataError(f"{where}: item {d[id_field]!r}: unknown failure kind {failure!r}")
         own = {k: v for k, v in d.items() if k not in (id_field, *BASE, "limit", "failure")}
         return cls(
@@ -113,5 +118,5 @@ class Prediction:
             d.get("stack"),
             own,
             d.get("limit"),
-            Failure(failure) if failure is not None else None,
+            Failure.named(failure),
         )
