@@ -16,11 +16,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from avstack.io import sha256_file
 from avstack.manifest import ClipRecord
 from avstack.preparation.discover import ClipJob
 from avstack.preparation.settings import PrepareSettings
-from avstack.preparation.stages import audio_stage, base_record, crashed_record, prepare_clip
+from avstack.preparation.stages import audio_stage, built, crashed_record, prepare_clip
 from avstack.profiling import merged, profiled, stage
 
 AUDIO, FRAMES = "audio", "frames"
@@ -52,17 +51,13 @@ def prepare_part(part: Part, s: PrepareSettings, out: Path) -> tuple[str, ClipRe
 
 
 def _audio_part(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
-    rec = base_record(job)
-    if job.problem:
-        return rec.failed(job.problem)
-    try:
-        with stage("hash"):
-            sha = sha256_file(job.path)
-        with stage("audio"):
-            audio = audio_stage(job, sha, s, out, lambda: _probed(job, s))
-        return replace(rec, sha256=sha, audio=audio, damage=tuple((audio or {}).get("damage") or ()))
-    except Exception as exc:  # a bad clip is a recorded failure, never a crashed batch
-        return rec.failed(exc)
+    return built(job, lambda rec, sha: _with_audio(rec, sha, job, s, out))
+
+
+def _with_audio(rec: ClipRecord, sha: str, job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
+    with stage("audio"):
+        audio = audio_stage(job, sha, s, out, lambda: _probed(job, s))
+    return replace(rec, audio=audio, damage=tuple((audio or {}).get("damage") or ()))
 
 
 def _probed(job: ClipJob, s: PrepareSettings) -> dict[str, Any]:

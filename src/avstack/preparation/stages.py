@@ -215,6 +215,19 @@ def prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
 
 
 def _prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
+    fr: dict[str, Any] = {}  # the frames stage's result, which the sound step reads the clip's facts from
+    return built(
+        job,
+        lambda rec, sha: _with_frames(rec, sha, (job, s, out), fr),
+        lambda rec, sha: _with_sound(rec, sha, (job, s, out), fr),
+    )
+
+
+def built(job: ClipJob, *steps: Callable[[ClipRecord, str], ClipRecord]) -> ClipRecord:
+    """A clip's record: its listing's, hashed, then each step's in turn (each given the record so
+    far and the file's sha256). Never raises: a problem the listing found, a step's `error`, or
+    anything a step raises ends it, and the record so far is kept with the error (a bad clip is a
+    recorded failure, never a crashed batch)."""
     rec = base_record(job)
     if job.problem:
         return rec.failed(job.problem)
@@ -222,27 +235,45 @@ def _prepare_clip(job: ClipJob, s: PrepareSettings, out: Path) -> ClipRecord:
         with stage("hash"):
             sha = sha256_file(job.path)
         rec = replace(rec, sha256=sha)
-        fr = frames_stage(job, sha, s, out)
-        frames = tuple(FrameRef(**f) for f in fr["frames"])
-        rec = replace(
-            rec,
-            **{k: fr["info"][k] for k in INFO_FIELDS},
-            frames=frames,
-            last_frame=FrameRef(**fr["last_frame"]),
-            decode_path=fr["decode_path"],
-            damage=tuple(fr.get("damage") or ()),
-            cache_hit=fr["cache_hit"],
-        )
-        if job.check is not None and (problem := job.check(rec)):
-            return rec.failed(problem)
-        if "audio" in s.anchors or "asr" in s.anchors:
-            with stage("audio"):
-                audio = audio_stage(job, sha, s, out, lambda: fr["info"])
-            rec = replace(rec, audio=audio, damage=rec.damage + tuple((audio or {}).get("damage") or ()))
-            if "asr" in s.anchors:
-                rec = replace(rec, asr=asr_stage(job, audio, s, out) if audio else no_audio_asr(s))
-    except Exception as exc:  # a bad clip is a recorded failure, never a crashed batch
+        for step in steps:
+            rec = step(rec, sha)
+            if rec.error:
+                break
+    except Exception as exc:
         rec = rec.failed(exc)
+    return rec
+
+
+Work = tuple[ClipJob, PrepareSettings, Path]  # a clip's job, what to prepare and where
+
+
+def _with_frames(rec: ClipRecord, sha: str, work: Work, fr: dict[str, Any]) -> ClipRecord:
+    """The frames stage's facts and frames (`fr` keeps the stage's result for the sound step)."""
+    job, s, out = work
+    fr.update(frames_stage(job, sha, s, out))
+    rec = replace(
+        rec,
+        **{k: fr["info"][k] for k in INFO_FIELDS},
+        frames=tuple(FrameRef(**f) for f in fr["frames"]),
+        last_frame=FrameRef(**fr["last_frame"]),
+        decode_path=fr["decode_path"],
+        damage=tuple(fr.get("damage") or ()),
+        cache_hit=fr["cache_hit"],
+    )
+    if job.check is not None and (problem := job.check(rec)):
+        return rec.failed(problem)
+    return rec
+
+
+def _with_sound(rec: ClipRecord, sha: str, work: Work, fr: dict[str, Any]) -> ClipRecord:
+    job, s, out = work
+    if "audio" not in s.anchors and "asr" not in s.anchors:
+        return rec
+    with stage("audio"):
+        audio = audio_stage(job, sha, s, out, lambda: fr["info"])
+    rec = replace(rec, audio=audio, damage=rec.damage + tuple((audio or {}).get("damage") or ()))
+    if "asr" in s.anchors:
+        rec = replace(rec, asr=asr_stage(job, audio, s, out) if audio else no_audio_asr(s))
     return rec
 
 

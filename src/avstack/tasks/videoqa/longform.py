@@ -17,7 +17,6 @@ row is an error naming the file and the item; the rest go on."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -25,53 +24,22 @@ from typing import Any
 
 from avstack.io import DataError
 from avstack.tasks.videoqa.items import Item, lettered, number, required_text
+from avstack.tasks.videoqa.shipped import each_row, listed_rows, load_json, video_at
 
 LETTERS = "ABCDE"
-
-
-def _load(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{path}: not a JSON file ({exc})") from None
-
-
-def _video(root: Path | None, uid: str, places: tuple[str, ...]) -> str:
-    """Where the benchmark puts a video (the first of `places` that exists under the data root),
-    else `{uid}.mp4` in the root."""
-    for place in places:
-        rel = place.format(uid=uid)
-        if root is not None and (root / rel).is_file():
-            return rel
-    return f"{uid}.mp4"
-
-
-def _each(rows: Any, where: str, read: Callable[[Any, str], list[Item]], errors: list[str]) -> list[Item]:
-    items: list[Item] = []
-    for k, row in rows:
-        try:
-            items += read(row, f"{where}{k}")
-        except DataError as exc:
-            errors.append(str(exc))
-    return items
 
 
 # ------------------------------------------------------------------------------------ EgoSchema
 
 
 def egoschema_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
-    data = _load(path)
-    if not isinstance(data, list):
-        raise DataError(f"{path}: EgoSchema's questions.json is a list of questions; found {type(data).__name__}")
+    data = load_json(path)
     answers_file = path.with_name("subset_answers.json")
-    answers = _load(answers_file) if answers_file.is_file() else {}
+    answers = load_json(answers_file) if answers_file.is_file() else {}
     if not isinstance(answers, dict):
         raise DataError(f"{answers_file}: expected {{q_uid: option index}}; found {type(answers).__name__}")
-    errors: list[str] = []
 
-    def read(row: Any, where: str) -> list[Item]:
-        if not isinstance(row, dict):
-            raise DataError(f"{where}: expected an object, found {type(row).__name__}")
+    def read(row: dict[str, Any], where: str) -> list[Item]:
         uid = required_text(row.get("q_uid"), "q_uid", where)
         options = [row.get(f"option {i}") for i in range(5)]
         if not all(isinstance(o, str) and o.strip() for o in options):
@@ -79,21 +47,21 @@ def egoschema_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
         gold = answers.get(uid)
         if gold is not None and (isinstance(gold, bool) or not isinstance(gold, int) or not 0 <= gold < 5):
             raise DataError(f"{answers_file}: question {uid}: the answer must be an option index 0-4; found {gold!r}")
-        video = _video(root, uid, ("videos/{uid}.mp4", "{uid}.mp4"))
+        video = video_at(root, uid, ("videos/{uid}.mp4", "{uid}.mp4"))
         question = required_text(row.get("question"), "question", where)
         subset = "public 500 (subset_answers.json)" if gold is not None else "hidden (server-scored)"
         answer = None if gold is None else LETTERS[gold]  # 0-based on file, a letter as shown
         return [Item(uid, video, question, "mcq", lettered([str(o) for o in options]), answer,
                      groups={"egoschema": subset}, source=where, protocol="egoschema")]  # fmt: skip
 
-    return _each(enumerate(data), f"{path}: question #", read, errors), errors
+    return listed_rows(path, "EgoSchema's questions.json", "question", read, data)
 
 
 # ------------------------------------------------------------------------------------ Ego4D NLQ
 
 
 def nlq_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
-    data = _load(path)
+    data = load_json(path)
     videos = data.get("videos") if isinstance(data, dict) else None
     if not isinstance(videos, list):
         raise DataError(f"{path}: Ego4D NLQ annotations have a top-level 'videos' list")
@@ -105,7 +73,7 @@ def nlq_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
         if not isinstance(clip, dict):
             raise DataError(f"{where}: expected a clip object, found {type(clip).__name__}")
         clip_uid = required_text(clip.get("clip_uid"), "clip_uid", where)
-        video = _video(root, clip_uid, ("clips/{uid}.mp4", "v1/clips/{uid}.mp4", "{uid}.mp4"))
+        video = video_at(root, clip_uid, ("clips/{uid}.mp4", "v1/clips/{uid}.mp4", "{uid}.mp4"))
         out = []
         for a, ann in enumerate(clip.get("annotations") or []):
             ann_uid = str((ann or {}).get("annotation_uid") or "")
@@ -133,7 +101,7 @@ def nlq_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
 
     clips = [(f"{v.get('video_uid', i)}: clip {j}", c) for i, v in enumerate(videos) if isinstance(v, dict)
              for j, c in enumerate(v.get("clips") or [])]  # fmt: skip
-    items = _each(((w, c) for w, c in clips), f"{path}: video ", lambda c, w: read_clip(c, w), errors)
+    items = each_row(((w, c) for w, c in clips), f"{path}: video ", lambda c, w: read_clip(c, w), errors)
     if skipped:
         errors.append(f"{path}: {skipped} queries have no text (null query): skipped and counted; "
                       "the others keep their original query_idx")  # fmt: skip
@@ -160,7 +128,7 @@ def first_timestamp_s(text: Any) -> float | None:
 
 
 def hourvideo_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
-    data = _load(path)
+    data = load_json(path)
     if not isinstance(data, dict):
         raise DataError(f"{path}: HourVideo's annotations are keyed by video_uid; found {type(data).__name__}")
     errors: list[str] = []
@@ -170,7 +138,7 @@ def hourvideo_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
         video_uid = where.rsplit(" ", 1)[-1]
         if not isinstance(entry, dict) or not isinstance(entry.get("benchmark_dataset"), list):
             raise DataError(f"{where}: expected {{'video_metadata', 'benchmark_dataset': [MCQ, ...]}}")
-        video = _video(root, video_uid, ("video_540ss/{uid}.mp4", "videos/{uid}.mp4", "{uid}.mp4"))
+        video = video_at(root, video_uid, ("video_540ss/{uid}.mp4", "videos/{uid}.mp4", "{uid}.mp4"))
         out = []
         for k, mcq in enumerate(entry["benchmark_dataset"]):
             try:
@@ -179,7 +147,7 @@ def hourvideo_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
                 errors.append(str(exc))
         return out
 
-    return _each(((uid, v) for uid, v in data.items()), f"{path}: video ", read_video, errors), errors
+    return each_row(((uid, v) for uid, v in data.items()), f"{path}: video ", read_video, errors), errors
 
 
 def _hourvideo_mcq(mcq: Any, where: str, video_uid: str, video: str, release: Path, root: Path | None) -> Item:
@@ -226,14 +194,8 @@ def egoplan_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]
     file gives as a frame index of the source video; avstack tells time by pts, never by index, so
     it takes the clip cut there (`{sample_id}.mp4`, as lmms-eval ships them) and names a sample
     without one."""
-    data = _load(path)
-    if not isinstance(data, list):
-        raise DataError(f"{path}: EgoPlan-Bench's file is a list of samples; found {type(data).__name__}")
-    errors: list[str] = []
 
-    def read(row: Any, where: str) -> list[Item]:
-        if not isinstance(row, dict):
-            raise DataError(f"{where}: expected an object, found {type(row).__name__}")
+    def read(row: dict[str, Any], where: str) -> list[Item]:
         sid = str(row.get("sample_id", "")).strip()
         if not sid:
             raise DataError(f"{where}: no sample_id")
@@ -241,7 +203,7 @@ def egoplan_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]
         choices = [row.get(f"choice_{c}") for c in "abcd"]
         if not all(isinstance(c, str) and c.strip() for c in choices):
             raise DataError(f"{here}: expected choice_a .. choice_d as texts")
-        video = _video(root, sid, ("{uid}.mp4", "videos/{uid}.mp4"))
+        video = video_at(root, sid, ("{uid}.mp4", "videos/{uid}.mp4"))
         if root is not None and not (root / video).is_file():
             raise DataError(f"{here}: no clip {sid}.mp4 cut at the current observation (frame "
                             f"{row.get('current_observation_frame')} of {row.get('video_id')}: a frame index, "
@@ -256,7 +218,7 @@ def egoplan_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]
         return [Item(sid, video, question, "mcq", lettered([str(c) for c in choices]), answer, groups=groups,
                      source=here, protocol="egoplan")]  # fmt: skip
 
-    return _each(enumerate(data), f"{path}: sample #", read, errors), errors
+    return listed_rows(path, "EgoPlan-Bench's file", "sample", read)
 
 
 def detect_longform(path: Path) -> str | None:
@@ -264,7 +226,7 @@ def detect_longform(path: Path) -> str | None:
     if path.suffix.lower() != ".json":
         return None
     try:
-        data = _load(path)
+        data = load_json(path)
     except DataError:
         return None
     if isinstance(data, list) and data and isinstance(data[0], dict) and "q_uid" in data[0]:

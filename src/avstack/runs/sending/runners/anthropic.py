@@ -22,7 +22,6 @@ from typing import Any
 
 from avstack.prompting.messages import Image, Request, Text, to_anthropic
 from avstack.runs.sending.runners.base import (
-    FATAL_STATUS,
     Answer,
     Backend,
     BackendOptions,
@@ -31,6 +30,7 @@ from avstack.runs.sending.runners.base import (
     parts_of,
     retry_after_s,
     sdk,
+    status_failure,
 )
 
 RETRY = frozenset({408, 409, 429, 500, 502, 503, 504, 529})  # 529: Anthropic's "overloaded_error"
@@ -39,6 +39,7 @@ NOT_TAKEN = {"audio": "the clip's sound", "video": "the clip's video file"}
 
 class Anthropic(Backend):
     name = "anthropic"
+    recorded = ("model", "base_url", "temperature", "max_tokens")
 
     def __init__(self, model: str, options: BackendOptions = BackendOptions(), api_key: str | None = None):
         (self._sdk,) = sdk("anthropic", "anthropic", "anthropic")
@@ -54,8 +55,7 @@ class Anthropic(Backend):
         self._client: Any = None
 
     def settings(self) -> dict[str, Any]:
-        said = {"model": self.model, "base_url": self.base_url, "temperature": self.temperature,
-                "max_tokens": self.max_tokens}  # fmt: skip
+        said = super().settings()
         if self.temperature is None:
             said["temperature_note"] = "not sent: the installed anthropic SDK's Messages API takes no temperature"
         return said
@@ -134,11 +134,8 @@ def _status_error(exc: Any, base_url: str) -> Exception:
     status = exc.status_code
     kind, message = _error_of(exc)
     said = f"HTTP {status} {kind}: {message}" if kind else f"HTTP {status}: {message}"
-    if status in RETRY:
-        return TransientError(said, retry_after_s(exc.response.headers.get("retry-after")))
-    if status in FATAL_STATUS:
-        return FatalError(f"{said} (from {base_url})")
-    return RuntimeError(said)  # 400 invalid_request_error, 413 request_too_large: final, not retried
+    # 400 invalid_request_error, 413 request_too_large: final, not retried
+    return status_failure(status, said, base_url, retry_after_s(exc.response.headers.get("retry-after")), RETRY)
 
 
 def _error_of(exc: Any) -> tuple[str, str]:

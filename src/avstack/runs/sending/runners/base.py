@@ -90,6 +90,25 @@ class FatalError(RuntimeError):
     nothing is recorded as an answer, so a rerun asks again."""
 
 
+def status_failure(
+    status: int,
+    said: str,
+    where: str,
+    retry_after: float | None = None,
+    retry: frozenset[int] = RETRY_STATUS,
+    final_note: str = "",
+) -> Exception:
+    """An HTTP error status in the run engine's terms, the same for every back-end: worth retrying
+    (429, 5xx), wrong for the whole run (401, 403, 404: said with the server it came from, since a
+    wrong URL is the usual cause), or final for this item (400, 413: what the server said kept, with
+    `final_note`, what the back-end knows of why)."""
+    if status in retry:
+        return TransientError(said, retry_after)
+    if status in FATAL_STATUS:
+        return FatalError(f"{said} (from {where})")
+    return RuntimeError(said + final_note)
+
+
 class Backend(ABC):
     """What every back-end is (inspect_ai's ModelAPI): one abstract method, `answer`, and every
     other capability a method with a default that a back-end overrides where it differs. The
@@ -114,9 +133,12 @@ class Backend(ABC):
         take), asked before anything is sent; None: it takes it. It never drops a part."""
         return None
 
+    # the attributes the run records about this back-end, in this order (never a key)
+    recorded: tuple[str, ...] = ()
+
     def settings(self) -> dict[str, Any]:
-        """What the run records about this back-end (never a key)."""
-        return {}
+        """What the run records about this back-end (never a key): its `recorded` attributes."""
+        return {name: getattr(self, name) for name in self.recorded}
 
     def close(self) -> None:
         """Release what the run held (uploads, connections)."""

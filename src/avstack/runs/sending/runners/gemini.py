@@ -13,20 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from avstack.prompting.messages import Audio, Image, Request, Text, Video, mime_of
-from avstack.runs.sending.runners.base import (
-    FATAL_STATUS,
-    RETRY_STATUS,
-    Answer,
-    Backend,
-    BackendOptions,
-    FatalError,
-    TransientError,
-    sdk,
-)
+from avstack.runs.sending.runners.base import Answer, Backend, BackendOptions, TransientError, sdk, status_failure
 
 
 class Gemini(Backend):
     name = "gemini"
+    recorded = ("model", "base_url", "temperature", "max_tokens", "json_mode")
 
     def __init__(
         self,
@@ -55,15 +47,6 @@ class Gemini(Backend):
 
     def secrets(self) -> list[str]:
         return [self._key] if self._key else []
-
-    def settings(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "base_url": self.base_url,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "json_mode": self.json_mode,
-        }
 
     def _upload(self, path: Path) -> Any:
         """One upload per file per run, waited on until ACTIVE."""
@@ -133,11 +116,7 @@ class Gemini(Backend):
         try:
             resp = self._client.models.generate_content(model=self.model, contents=contents, config=config)
         except self._errors.APIError as exc:
-            if exc.code in RETRY_STATUS:
-                raise TransientError(f"HTTP {exc.code}: {str(exc)[:200]}") from None
-            if exc.code in FATAL_STATUS:
-                raise FatalError(f"HTTP {exc.code} from Gemini: {str(exc)[:200]}") from None
-            raise RuntimeError(f"HTTP {exc.code}: {str(exc)[:200]}") from None
+            raise status_failure(exc.code, f"HTTP {exc.code}: {str(exc)[:200]}", "Gemini") from None
         except (TimeoutError, ConnectionError, OSError) as exc:
             raise TransientError(f"{type(exc).__name__}: {exc}") from None
         except Exception as exc:  # httpx transport errors carry no common base we can import cheaply

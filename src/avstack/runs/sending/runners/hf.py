@@ -87,32 +87,25 @@ def _gguf_text_model(transformers: Any, path: Path, dtype: Any) -> tuple[Any, An
 
 class HFLocal(Backend):
     name = "hf"
+    recorded = ("model", "device", "temperature", "max_tokens")
 
     def __init__(self, model: str, options: BackendOptions = BackendOptions(), device: str | None = None):
         transformers, torch = sdk("hf", "torch", "transformers", "torch")
-        self.model_id, self.temperature, self.max_tokens = model, options.temperature, options.max_tokens
+        self.model, self.temperature, self.max_tokens = model, options.temperature, options.max_tokens
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
         self.text_only = model.lower().endswith(".gguf")
         self.stop_ids: list[int] = []
         if self.text_only:
-            self.processor, self.model, self.stop_ids = _gguf_text_model(transformers, Path(model), dtype)
+            self.processor, self.network, self.stop_ids = _gguf_text_model(transformers, Path(model), dtype)
         else:
             self.processor = _processor(transformers, model)
-            self.model = transformers.AutoModelForImageTextToText.from_pretrained(
+            self.network = transformers.AutoModelForImageTextToText.from_pretrained(
                 model, **_dtype_option(transformers, dtype)
             )
-        self.model.to(self.device).eval()
+        self.network.to(self.device).eval()
         self._torch = torch
         self._lock = threading.Lock()  # one GPU, one generate at a time
-
-    def settings(self) -> dict[str, Any]:
-        return {
-            "model": self.model_id,
-            "device": self.device,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-        }
 
     @property
     def hears(self) -> bool:
@@ -124,14 +117,14 @@ class HFLocal(Backend):
         kinds, stack = parts_of(request), request.meta.get("stack", "this")
         if self.text_only and kinds & {"image", "video", "audio"}:
             return (
-                f"hf:{self.model_id} is a text model (a GGUF file); the {stack} stack sends "
+                f"hf:{self.model} is a text model (a GGUF file); the {stack} stack sends "
                 f"{', '.join(sorted(kinds & {'image', 'video', 'audio'}))}: use a text stack (--variant text)"
             )
         if "video" in kinds:
             return f"the hf back-end takes frames, not a video file; the {stack} stack sends one (full, omni: frames)"
         if "audio" in kinds and not self.hears:
             return (
-                f"hf:{self.model_id} takes no sound (its processor has no audio feature extractor); the {stack} "
+                f"hf:{self.model} takes no sound (its processor has no audio feature extractor); the {stack} "
                 "stack sends the clip's sound: use a model that hears (Qwen2.5-Omni style)"
             )
         return None
@@ -161,7 +154,7 @@ class HFLocal(Backend):
         sample = self.temperature > 0
         stops = {"eos_token_id": self.stop_ids, "pad_token_id": self.stop_ids[0]} if self.stop_ids else {}
         with self._lock, self._torch.inference_mode():
-            out = self.model.generate(
+            out = self.network.generate(
                 **inputs,
                 max_new_tokens=self.max_tokens,
                 do_sample=sample,

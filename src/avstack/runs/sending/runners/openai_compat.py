@@ -16,16 +16,14 @@ from typing import Any
 from avstack.errors import UsageError
 from avstack.prompting.messages import AUDIO_AS, Request, prefix_digest, to_openai
 from avstack.runs.sending.runners.base import (
-    FATAL_STATUS,
-    RETRY_STATUS,
     Answer,
     Backend,
     BackendOptions,
-    FatalError,
     TransientError,
     parts_of,
     retry_after_s,
     sdk,
+    status_failure,
 )
 from avstack.runs.sending.runners.server_probe import MODALITY, ServerProbe
 
@@ -44,6 +42,7 @@ SOUND_SENT = {"prepared": "WAV as prepared (IEEE float32, RIFF format 3)", "pcm1
 
 class OpenAICompat(Backend):
     name = "openai"
+    recorded = ("model", "base_url", "temperature", "max_tokens", "json_mode", "image_detail", "audio_as")
 
     def __init__(
         self,
@@ -94,16 +93,7 @@ class OpenAICompat(Backend):
         return openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url, **common)
 
     def settings(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "base_url": self.base_url,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "json_mode": self.json_mode,
-            "image_detail": self.image_detail,
-            "audio_as": self.audio_as,
-            "audio_format": self.sound_format(),
-        }
+        return super().settings() | {"audio_format": self.sound_format()}
 
     def sound_format(self) -> str:
         """The WAV sample format this back-end sends a sound in (media.wavfile): as prepared where
@@ -202,13 +192,9 @@ class OpenAICompat(Backend):
                     f"the server at {self.base_url} takes no {kind} input (HTTP {exc.status_code}: {detail})"
                 )
                 raise RuntimeError(f"HTTP {exc.status_code}: unsupported {kind} input: {detail}") from None
-            if exc.status_code in RETRY_STATUS:
-                raise TransientError(
-                    f"HTTP {exc.status_code}: {detail}", retry_after_s(exc.response.headers.get("retry-after"))
-                ) from None
-            if exc.status_code in FATAL_STATUS:
-                raise FatalError(f"HTTP {exc.status_code} from {self.base_url}: {detail}") from None
-            raise RuntimeError(f"HTTP {exc.status_code}: {detail}{self._sound_named(request)}") from None
+            status, wait = exc.status_code, retry_after_s(exc.response.headers.get("retry-after"))
+            said, sound = f"HTTP {status}: {detail}", self._sound_named(request)
+            raise status_failure(status, said, self.base_url, wait, final_note=sound) from None
         except (openai.APIConnectionError, TimeoutError, ConnectionError) as exc:  # timeouts included
             raise TransientError(f"{type(exc).__name__}: {exc}") from None
         except (openai.APIResponseValidationError, ValueError) as exc:  # a cut or non-JSON body
