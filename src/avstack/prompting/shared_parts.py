@@ -6,11 +6,12 @@ sound goes. A task's prompt module keeps only what is its own (its templates and
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from avstack.errors import UsageError
-from avstack.io import inside
+from avstack.io import DataError, inside
 from avstack.manifest import ClipRecord, frame_file
 from avstack.prompting.messages import Audio, Image, Part, Text, Video
 from avstack.prompting.sound import clip_sound
@@ -75,9 +76,12 @@ def request_parts(
     frames: list[dict[str, Any]],
     prepared_dir: str,
     data_root: str | None,
+    given: Mapping[str, str] | None = None,
 ) -> tuple[list[Part], list[str]]:
     """A rendered user turn as parts (text, and each frame marker as its image with its pts), the
-    clip's video or sound placed at MEDIA_AT; also the image path of every frame view, in order."""
+    clip's video or sound placed at MEDIA_AT; also the image path of every frame view, in order.
+    `given`: the benchmark's own files for the request, by role, sent in place of the clip's: its
+    "sound" (Daily-Omni's wav, AV-SpeakerBench's audio_path) and its "silent" video."""
     images = [image_path(record, k, stack, prepared_dir) for k in range(len(frames))]
     chunks = split_parts(rendered)
     parts: list[Part] = []
@@ -93,8 +97,16 @@ def request_parts(
             raise UsageError("the video variant needs the data root (recorded in prepare.json)")
         inside(data_root, record.video, f"clip {record.clip_id!r}: video", links=True)  # a manifest is input too
         parts.insert(MEDIA_AT, Video(f"{data_root}/{record.video}"))
+    given = given or {}
+    if stack.has("silent"):
+        if "silent" not in given:
+            raise DataError(
+                f"clip {record.clip_id!r}: the {stack.name} stack sends the benchmark's silent copy of the video "
+                "(AV-SpeakerBench's visual_path); the questions file gives none"
+            )
+        parts.insert(MEDIA_AT, Video(given["silent"]))
     if stack.has("audio"):
-        parts.insert(MEDIA_AT, Audio(clip_sound(record, prepared_dir, stack.name)))
+        parts.insert(MEDIA_AT, Audio(given.get("sound") or clip_sound(record, prepared_dir, stack.name)))
     if stack.layout == "shared-first" and len(parts) > 1:
         # what a clip's stacks share (its video or sound, the frames with their tags) before what
         # they vary in (the instruction with the ASR block, the first text part)

@@ -13,7 +13,8 @@ from avstack.errors import UsageError
 from avstack.prompting.budget import FrameBudget
 from avstack.prompting.timefmt import check_ts_format, check_word_format
 
-ALL_ANCHORS = ("frames", "frame_ts", "asr", "word_ts", "video", "audio", "subtitles")
+# silent: the benchmark's own silent copy of the video (AV-SpeakerBench's visual_path)
+ALL_ANCHORS = ("frames", "frame_ts", "asr", "word_ts", "video", "audio", "subtitles", "silent")
 DROPPABLE = ("frame_ts", "word_ts", "asr", "frames", "subtitles", "audio")
 # where the parts a clip's stacks share go: the benchmark's own order (the instruction and the ASR
 # block, then the frames), or shared-first (the frames with their tags, and the clip's video or
@@ -30,7 +31,16 @@ VARIANTS = {
     # (no ASR text), and the file as `video` sends it with the word-timed ASR beside it
     "omni": frozenset({"frames", "frame_ts", "audio"}),
     "video_asr": frozenset({"video", "asr", "word_ts"}),
+    # one medium alone, as AV-SpeakerBench's arms send them: the sound (its audio_path where the
+    # benchmark gives one), the silent video (its visual_path)
+    "sound": frozenset({"audio"}),
+    "silent": frozenset({"silent"}),
+    # a benchmark's own prompt, byte for byte where its code is quoted (tasks/videoqa/shipped_prompts):
+    # Video-MME-v2's frames with its subtitles joined (concat) or after each frame (interleave)
+    "concat": frozenset({"frames", "subtitles"}),
+    "interleave": frozenset({"frames", "subtitles"}),
 }
+SHIPPED_PROMPTS = ("concat", "interleave")  # variants whose requests are the benchmark's own
 
 # The interface 2x2 (EcoG-Bench's headline compares its diagonal): how the picture comes
 # (frames with their times, or the file) x how the speech comes (word-timed text, or sound)

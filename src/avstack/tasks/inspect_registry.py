@@ -194,12 +194,13 @@ def videoqa(
     """Your own videos and questions (`-T questions=FILE`), under one input stack."""
     from dataclasses import asdict
 
+    from avstack.tasks.videoqa.inputs import VideoqaInputs
     from avstack.tasks.videoqa.runs import joined, work_items
 
     stack = make_stack(variant, _list(drop), ts_format, word_ts_format)
     pairs, errors = joined(prepared, questions, questions_format)
     items = {it.id: it for it, _ in pairs}
-    work = work_items(pairs, stack, opened(prepared), Path(prompt) if prompt else None)
+    work = work_items(pairs, stack, opened(prepared), VideoqaInputs(prompt=Path(prompt) if prompt else None))
     bad = [f"{w.id}: {w.error}" for w in work if w.request is None] + errors
     if bad:
         raise UsageError("; ".join(bad[:5]))

@@ -15,7 +15,9 @@ class EcogInputs:
     """EcoG's own options, named as their flags."""
 
     asr: str | None = option(
-        None, "ecog: whose words, whisper (ours) or source (annotations); default ours", panel=TASK
+        None,
+        "whose words the ASR block shows: whisper (ours, prepared) or source (the dataset's own); default ours",
+        panel=TASK,
     )
     coord_order: str = option("xy", "ecog: xy or yx (the order of a point's coordinates in answers)", panel=TASK)
     prompt: Path | None = option(

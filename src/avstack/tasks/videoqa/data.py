@@ -19,7 +19,8 @@ from avstack.io import DataError
 from avstack.tasks.videoqa.items import Item, lettered, number, option_text, required_text
 
 KINDS = ("mcq", "open", "grounding")
-FORMATS = ("auto", "generic", "charades", "qvhighlights", "videomme", "egoschema", "nlq", "hourvideo", "egoplan")
+FORMATS = ("auto", "generic", "charades", "qvhighlights", "videomme", "egoschema", "nlq", "hourvideo", "egoplan",
+           "videomme2", "worldsense", "dailyomni", "avspeaker", "egolife")  # fmt: skip
 GROUP_FIELDS = ("duration", "domain", "sub_category", "task_type", "category")  # reported per value
 
 
@@ -89,7 +90,7 @@ def generic_item(row: dict[str, Any], where: str) -> Item:
     return Item(kind="open", answer=required_text(row.get("answer"), "answer", where), **common)
 
 
-def _rows(path: Path) -> Iterator[tuple[int, Any]]:
+def table_rows(path: Path) -> Iterator[tuple[int, Any]]:
     """(line, row) of a JSONL, JSON (a list), CSV or Parquet file."""
     suffix = path.suffix.lower()
     if suffix == ".parquet":
@@ -183,14 +184,18 @@ def videomme_item(row: dict[str, Any], where: str, root: Path | None) -> Item:
 
 
 def detect_format(path: Path) -> str:
+    from avstack.tasks.videoqa.audiovisual import detect_audiovisual
     from avstack.tasks.videoqa.longform import detect_longform
 
     if path.suffix.lower() == ".txt":
         return "charades"
+    audiovisual = detect_audiovisual(path)  # before the long ones: EgoLifeQA's rows have EgoPlan's choice_a
+    if audiovisual is not None:
+        return audiovisual
     longform = detect_longform(path)
     if longform is not None:
         return longform
-    for _, row in _rows(path):
+    for _, row in table_rows(path):
         if isinstance(row, dict):
             if "relevant_windows" in row or ("qid" in row and "query" in row):
                 return "qvhighlights"
@@ -210,15 +215,16 @@ def load_questions(path: str | Path, fmt: str = "auto", root: str | Path | None 
         raise DataError(f"questions file {path} does not exist")
     fmt = detect_format(path) if fmt == "auto" else fmt
     root = Path(root) if root is not None else None
+    from avstack.tasks.videoqa.audiovisual import READERS as AUDIOVISUAL
     from avstack.tasks.videoqa.longform import READERS
 
     if fmt == "charades":
         items, errors = charades_items(path)
-    elif fmt in READERS:
-        items, errors = READERS[fmt](path, root)
+    elif fmt in READERS or fmt in AUDIOVISUAL:
+        items, errors = (READERS | AUDIOVISUAL)[fmt](path, root)
     else:
         items, errors = [], []
-        for lineno, row in _rows(path):
+        for lineno, row in table_rows(path):
             where = f"{path}:{lineno}"
             try:
                 if isinstance(row, DataError):
@@ -248,6 +254,12 @@ def _checked(items: list[Item], errors: list[str], root: Path | None, path: Path
             continue
         if root is not None and not (root / item.video).is_file():
             errors.append(f"{where}: item {item.id!r}: video {item.video!r} not found under {root}")
+            continue
+        gone = [
+            f"{role} {rel!r}" for role, rel in item.media.items() if root is not None and not (root / rel).is_file()
+        ]
+        if gone or any(".." in Path(rel).parts or Path(rel).is_absolute() for rel in item.media.values()):
+            errors.append(f"{where}: item {item.id!r}: {', '.join(gone) or 'a file'} not found under {root}")
             continue
         kept.append(item)
     return kept, errors

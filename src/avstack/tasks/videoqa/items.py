@@ -31,6 +31,13 @@ class Item:
     protocol: str = field(default="", compare=False)
     until_s: float | None = None  # the video is seen only up to here (HourVideo's predictive questions)
     option_images: tuple[str, ...] = ()  # each option's picture, absolute (HourVideo's image tasks)
+    # the benchmark's own fields its scorer reads, not reported as groups (Video-MME-v2's video_id,
+    # group_type, group_structure; the question's place in its group)
+    facts: dict[str, str] = field(default_factory=dict, compare=False)
+    # the benchmark's other files for this question, by role, relative to the data root: "sound"
+    # (Daily-Omni's <id>_audio.wav, AV-SpeakerBench's audio_path), "silent" (AV-SpeakerBench's
+    # visual_path)
+    media: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def letters(self) -> list[str]:

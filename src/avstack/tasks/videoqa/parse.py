@@ -95,7 +95,10 @@ def parse_open(text: str) -> str:
 def parse_answer(text: str, item: Item) -> tuple[dict[str, Any], str | None]:
     """(prediction fields, parse error or None)."""
     if item.kind == "mcq":
-        letter = parse_letter(text, item)
+        from avstack.tasks.videoqa.protocols import EXTRACT
+
+        own = EXTRACT.get(item.protocol)  # the benchmark's own extraction, read from its official code
+        letter = own(text, item.letters) if own else parse_letter(text, item)
         return {"answer": letter}, None if letter else "no option letter in the answer"
     if item.kind == "grounding" and item.protocol == "nlq":  # ranked windows: R@5 reads the top five
         spans = parse_spans(text)

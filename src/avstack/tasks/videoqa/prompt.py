@@ -14,10 +14,12 @@ from avstack.manifest import ClipRecord
 from avstack.prompting.budget import budgeted
 from avstack.prompting.messages import Image, Request, Text
 from avstack.prompting.shared_parts import asr_text, frame_times_told, frame_views, request_parts, shared_prefix
-from avstack.prompting.stacks import Stack
+from avstack.prompting.stacks import SHIPPED_PROMPTS, Stack
 from avstack.prompting.templates import PART, PromptSet, clean, load_prompts
 from avstack.prompting.timefmt import parse_words, words_block
 from avstack.tasks.videoqa.data import Item
+from avstack.tasks.videoqa.inputs import VideoqaInputs
+from avstack.tasks.videoqa.shipped_prompts import shipped_request
 from avstack.tasks.videoqa.subtitles import read_subtitles
 
 PROMPT_VERSION = "videoqa-2"  # 2: the clip's video or sound after the question (prompting.shared_parts), as EcoG's
@@ -29,18 +31,35 @@ def prompt_set(folder: str | None) -> PromptSet:
     return load_prompts(folder or BUILTIN)
 
 
-def _asr(record: ClipRecord, stack: Stack) -> tuple[bool, str]:
-    if not stack.has("asr") or record.asr is None or not record.asr.text.strip():
+def _asr(record: ClipRecord, item: Item, stack: Stack, data_root: str | None, source: str | None) -> tuple[bool, str]:
+    """The ASR block: Whisper's words as prepared, or with `--asr source` the benchmark's own
+    (its word file or subtitle cues, each cue a timed unit: no time is made up inside a cue)."""
+    if not stack.has("asr"):
+        return False, ""
+    if source == "source":
+        if not item.subtitles:
+            raise DataError(f"item {item.id!r}: --asr source: the questions file gives this video no words")
+        cues = given_words(item, data_root)
+        return True, asr_text({"text": " ".join(c["text"] for c in cues), "words": cues}, stack)
+    if record.asr is None or not record.asr.text.strip():
         return False, ""
     return True, asr_text(record.asr.to_ecog(), stack)
+
+
+def given_words(item: Item, data_root: str | None) -> list[dict[str, Any]]:
+    """The benchmark's words or cues for the item's video, those ended by `until_s` only."""
+    if data_root is None:
+        raise DataError(f"item {item.id!r}: subtitles need the data root (recorded in prepare.json)")
+    cues = read_subtitles(inside(data_root, str(item.subtitles), f"item {item.id!r}: subtitles", links=True))
+    if item.until_s is not None:  # a question asked at a moment hears nothing said after it
+        cues = [c for c in cues if c["end_time"] <= round(item.until_s * 1000)]
+    return cues
 
 
 def _subtitles(item: Item, stack: Stack, data_root: str | None) -> tuple[bool, str]:
     if not stack.has("subtitles") or not item.subtitles:
         return False, ""
-    if data_root is None:
-        raise DataError(f"item {item.id!r}: subtitles need the data root (recorded in prepare.json)")
-    cues = read_subtitles(inside(data_root, item.subtitles, f"item {item.id!r}: subtitles", links=True))
+    cues = given_words(item, data_root)
     # subtitles bring their own cue times (told like word times), whether or not ASR is in the stack
     return True, words_block(stack.word_ts_format, " ".join(c["text"] for c in cues), cues)
 
@@ -66,12 +85,12 @@ def seen_until(record: ClipRecord, item: Item, stack: Stack) -> ClipRecord:
 
 
 def _media(
-    record: ClipRecord, item: Item, stack: Stack, prepared_dir: str, data_root: str | None
+    record: ClipRecord, item: Item, stack: Stack, prepared_dir: str, data_root: str | None, source: str | None
 ) -> tuple[dict[str, Any], list[dict[str, Any]], bool, str]:
     """The template variables of what a request shows of its video (frames, words, subtitles,
     sound), the frame views, and whether and how the words are shown."""
     frames = frame_views(record, stack, prepared_dir)
-    asr_shown, asr_block = _asr(record, stack)
+    asr_shown, asr_block = _asr(record, item, stack, data_root, source)
     subs_shown, subs_block = _subtitles(item, stack, data_root)
     variables: dict[str, Any] = {
         "frames": frames,
@@ -106,25 +125,18 @@ def build_request(
     stack: Stack,
     prepared_dir: str,
     data_root: str | None,
-    prompt_dir: Path | None = None,
+    inputs: VideoqaInputs = VideoqaInputs(),
 ) -> Request:
     """The request for one question about one prepared clip under one stack."""
     record = budgeted(seen_until(record, item, stack), stack.budget)  # the frames it may see, then its budget
-    prompts = prompt_set(str(prompt_dir) if prompt_dir else None)
-    variables, frames, asr_shown, asr_block = _media(record, item, stack, prepared_dir, data_root)
+    prompts = prompt_set(str(inputs.prompt) if inputs.prompt else None)
+    variables, frames, asr_shown, asr_block = _media(record, item, stack, prepared_dir, data_root, inputs.asr)
     variables |= {
         "kind": item.kind,
         "question": clean(item.question),
         "options": [clean(o) for o in item.options],
         "ranked": item.protocol == "nlq",  # Ego4D NLQ scores the top 5 windows
     }
-    rendered = prompts.render(item.kind, "user.j2", variables)
-    parts, _ = request_parts(rendered, record, stack, frames, prepared_dir, data_root)
-    shared = shared_prefix(stack, parts)  # what a clip's stacks share: before the options' pictures
-    if item.option_images:  # image options (HourVideo's navigation and layout tasks), each after its letter
-        parts.append(Text("The options' pictures:"))
-        for letter, path in zip(item.letters, item.option_images):
-            parts += [Text(f"{letter}:"), Image(path)]
     meta = {
         "item_id": item.id,
         "clip_id": record.clip_id,
@@ -134,6 +146,18 @@ def build_request(
         "prompt_sha256": prompts.sha256,
         "shown": {"letters": item.letters, **_shown(variables, frames, stack, (asr_shown, asr_block))},
     }
+    if stack.variant in SHIPPED_PROMPTS:  # the benchmark's own request, not our templates
+        words = given_words(item, data_root) if item.subtitles else []
+        return shipped_request(record, item, stack, prepared_dir, words, meta | {"prompt_sha256": "shipped"})
+    rendered = prompts.render(item.kind, "user.j2", variables)
+    given = {role: str(inside(data_root or "", rel, f"item {item.id!r}: {role}", links=True))
+             for role, rel in item.media.items()}  # fmt: skip
+    parts, _ = request_parts(rendered, record, stack, frames, prepared_dir, data_root, given)
+    shared = shared_prefix(stack, parts)  # what a clip's stacks share: before the options' pictures
+    if item.option_images:  # image options (HourVideo's navigation and layout tasks), each after its letter
+        parts.append(Text("The options' pictures:"))
+        for letter, path in zip(item.letters, item.option_images):
+            parts += [Text(f"{letter}:"), Image(path)]
     system = prompts.render(item.kind, "system.j2", variables)
     return Request(system, tuple(parts), prepared_dir, meta, shared)
 
@@ -145,13 +169,13 @@ def build_packed_request(
     prepared_dir: str,
     data_root: str | None,
     pack: str,
-    prompt_dir: Path | None = None,
+    inputs: VideoqaInputs = VideoqaInputs(),
 ) -> Request:
     """One request for several questions about one prepared clip (`prompts/packed/`): the video
     shown once, then each question numbered with its options and the form of its answer."""
     record = budgeted(record, stack.budget)
-    prompts = prompt_set(str(prompt_dir) if prompt_dir else None)
-    variables, frames, asr_shown, asr_block = _media(record, items[0], stack, prepared_dir, data_root)
+    prompts = prompt_set(str(inputs.prompt) if inputs.prompt else None)
+    variables, frames, asr_shown, asr_block = _media(record, items[0], stack, prepared_dir, data_root, inputs.asr)
     questions = [
         {"n": n, "kind": it.kind, "question": clean(it.question), "options": [clean(o) for o in it.options],
          "ranked": it.protocol == "nlq"}

@@ -37,7 +37,7 @@ def joined(
 
 
 def work_items(
-    pairs: list[tuple[Item, ClipRecord | None]], stack: Stack, prepared: Prepared, prompt_dir: Path | None
+    pairs: list[tuple[Item, ClipRecord | None]], stack: Stack, prepared: Prepared, inputs: VideoqaInputs
 ) -> list[WorkItem]:
     root, folder = prepared.data_root, str(prepared.path.resolve())
     out = []
@@ -60,7 +60,7 @@ def work_items(
             )
             continue
         try:
-            req = build_request(rec, item, stack, folder, root, prompt_dir)
+            req = build_request(rec, item, stack, folder, root, inputs)
         except (DataError, ValueError) as exc:
             out.append(WorkItem(item.id, None, item.truth(), record, error=f"input: {exc}"))
             continue
@@ -69,7 +69,7 @@ def work_items(
 
 
 def packed_work_items(
-    pairs: list[tuple[Item, ClipRecord | None]], stack: Stack, prepared: Prepared, prompt_dir: Path | None
+    pairs: list[tuple[Item, ClipRecord | None]], stack: Stack, prepared: Prepared, inputs: VideoqaInputs
 ) -> tuple[list[WorkItem], dict[str, list[Item]]]:
     """One work item per pack (packing.pack_groups), and each pack's questions by its id; a pack of
     one is asked as a single question would be (its own template), under the pack's id."""
@@ -80,13 +80,13 @@ def packed_work_items(
         pid = pack_id(items)
         members[pid] = items
         if len(group) == 1:
-            (single,) = work_items(group, stack, prepared, prompt_dir)
+            (single,) = work_items(group, stack, prepared, inputs)
             work.append(WorkItem(pid, single.request, pack_truth(items), {"pack": pid}, single.error))
             continue
         rec = group[0][1]
         assert rec is not None  # pack_groups packs only prepared videos
         try:
-            req = build_packed_request(rec, items, stack, folder, root, pid, prompt_dir)
+            req = build_packed_request(rec, items, stack, folder, root, pid, inputs)
         except (DataError, ValueError) as exc:
             work.append(WorkItem(pid, None, pack_truth(items), {"pack": pid}, error=f"input: {exc}"))
             continue
@@ -120,6 +120,7 @@ def run(
         "prepared": str(prepared.path.resolve()),
         "questions": str(questions.resolve()),
         "questions_format": inputs.questions_format,
+        "asr_source": inputs.asr or "default",
         "prompt": {
             "templates": str(prompt_dir or "builtin"),
             "sha256": prompt_set(str(prompt_dir) if prompt_dir else None).sha256,
@@ -127,12 +128,12 @@ def run(
     }
 
     if stack.packed:
-        return run_packed(pairs, stack, prepared, prompt_dir, Path(out), meta, asking), errors
+        return run_packed(pairs, stack, prepared, inputs, Path(out), meta, asking), errors
 
     def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
         return parse_answer(text, by_id[item.id])
 
-    work = work_items(pairs, stack, prepared, prompt_dir)
+    work = work_items(pairs, stack, prepared, inputs)
     return run_items(work, out, parse, meta, asking, "id"), errors
 
 
@@ -140,7 +141,7 @@ def run_packed(
     pairs: list[tuple[Item, ClipRecord | None]],
     stack: Stack,
     prepared: Prepared,
-    prompt_dir: Path | None,
+    inputs: VideoqaInputs,
     out: Path,
     meta: dict[str, Any],
     asking: Asking,
@@ -149,7 +150,7 @@ def run_packed(
     into out/predictions.jsonl, and the run's run.json beside it."""
     from avstack.io import write_jsonl_atomic
 
-    work, members = packed_work_items(pairs, stack, prepared, prompt_dir)
+    work, members = packed_work_items(pairs, stack, prepared, inputs)
 
     def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
         items = members[item.id]
@@ -201,7 +202,7 @@ def write_requests(
     from avstack.prompting.messages import render
 
     pairs, errors = joined(prepared, inputs.questions_file(), inputs.questions_format)
-    items = work_items(pairs, stack, opened(prepared), inputs.prompt)
+    items = work_items(pairs, stack, opened(prepared), inputs)
     bad = [f"{w.id}: {w.error}" for w in items if w.request is None] + errors
     if bad:
         raise DataError(f"{len(bad)} questions cannot be rendered: " + "; ".join(bad[:3]))

@@ -129,6 +129,7 @@ def score(items: Sequence[Item], predictions: Sequence[Mapping[str, Any]]) -> di
     nlq = [per_item[it.id] for it in items if it.protocol == "nlq" and per_item[it.id]["correct"] is not None]
     if nlq:
         out["nlq"] = nlq_summary(nlq)
+    out |= protocol_sections(items, per_item)
     hidden = sum(1 for r in per_item.values() if r["correct"] is None)
     if any(it.protocol == "egoschema" for it in items):
         out["egoschema"] = {
@@ -143,6 +144,20 @@ def score(items: Sequence[Item], predictions: Sequence[Mapping[str, Any]]) -> di
         "unparsed": sum(1 for r in per_item.values() if r["answered"] and not r["parsed"]),
         "hidden_answers": hidden,  # answered and submitted, scored only by the benchmark's server
     }
+    return out
+
+
+def protocol_sections(items: Sequence[Item], per_item: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The scores a benchmark's own code reports beside accuracy (tasks.videoqa.protocols)."""
+    from avstack.tasks.videoqa.protocols import dailyomni_summary, videomme2_summary
+
+    out: dict[str, Any] = {}
+    mme2 = [it for it in items if it.protocol == "videomme2"]
+    if mme2:
+        out["videomme2"] = videomme2_summary([it.facts for it in mme2], [per_item[it.id]["correct"] for it in mme2])
+    daily = [per_item[it.id] for it in items if it.protocol == "dailyomni"]
+    if daily:
+        out["dailyomni"] = dailyomni_summary(daily)
     return out
 
 

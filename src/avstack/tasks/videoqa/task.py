@@ -75,9 +75,9 @@ class QaAblation:
 
     def requests(self, stack: Stack) -> list[Request]:
         if stack.packed:
-            work = packed_work_items(self.pairs[0], stack, self.prepared, self.inputs.prompt)[0]
+            work = packed_work_items(self.pairs[0], stack, self.prepared, self.inputs)[0]
         else:
-            work = work_items(self.pairs[0], stack, self.prepared, self.inputs.prompt)
+            work = work_items(self.pairs[0], stack, self.prepared, self.inputs)
         return [w.request for w in work if w.request is not None]
 
     def run(self, stack: Stack, run_dir: Path, asking: Asking, only: set[str] | None) -> None:
@@ -108,7 +108,7 @@ def export(prepared: Path | None, inputs: VideoqaInputs, stack: Stack, opts: Exp
         raise UsageError("--pack: an export holds one row per question (export without --pack)")
     target = ablation(prepared, inputs)
     pairs = target.pairs[0]
-    work = work_items(pairs, stack, target.prepared, inputs.prompt)
+    work = work_items(pairs, stack, target.prepared, inputs)
     bad = [f"{w.id}: {w.error}" for w in work if w.request is None]
     if bad:
         raise DataError(f"{len(bad)} questions cannot be exported: " + "; ".join(bad[:3]))

@@ -1,0 +1,74 @@
+"""A benchmark's own prompt as its code sends it (the `concat` and `interleave` variants): the arm
+that reproduces the field's setting, beside the arms that go beyond it.
+
+Video-MME-v2 (shared/videoqa/AUDIOVISUAL.md): the frames, then `These are the frames of a video.
+This video's subtitles are listed below:\\n{words}\\n`, the question and its options, and `Respond
+with only the letter (A, B, C, D, E, F, G, or H) of the correct option.` Those two sentences are
+quoted from its code; what stands between them (the question, then an option a line) is the
+shape its rows give, as the document does not quote it. `concat` joins the words with spaces
+and drops their times (as lmms-eval's PR #1289 does); `interleave` (the standalone script)
+merges the words into sentences (a new one after a gap over 0.5 s, or after . ! ? with a gap
+over 0.1 s) and puts after each frame the sentences that begin in [t_i, t_i+1) as
+`[Subtitle 12.34s - 15.00s]: ...`, where t_i is the frame's index / fps, as the script times
+frames (not its pts: on a variable-rate clip the two differ, and this arm keeps the script's)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from avstack.io import DataError
+from avstack.manifest import ClipRecord
+from avstack.prompting.messages import Image, Part, Request, Text
+from avstack.prompting.stacks import Stack
+from avstack.tasks.videoqa.items import Item
+
+MME2_HEAD = "These are the frames of a video. This video's subtitles are listed below:\n{}\n"
+MME2_TAIL = "Respond with only the letter (A, B, C, D, E, F, G, or H) of the correct option."
+SENTENCE_GAP_S, AFTER_STOP_GAP_S = 0.5, 0.1
+PROMPTS = {("videomme2", "concat"), ("videomme2", "interleave")}  # (protocol, variant) this module writes
+
+
+def sentences(words: list[dict[str, Any]]) -> list[tuple[float, float, str]]:
+    """(start s, end s, text) of the script's sentences over timed words (ms)."""
+    out: list[list[Any]] = []
+    for w in words:
+        begin, end, text = w["begin_time"] / 1000, w["end_time"] / 1000, w["text"]
+        if out:
+            gap, last = begin - out[-1][1], out[-1][2]
+            if not (gap > SENTENCE_GAP_S or (last.endswith((".", "!", "?")) and gap > AFTER_STOP_GAP_S)):
+                out[-1][1], out[-1][2] = end, f"{last} {text}"
+                continue
+        out.append([begin, end, text])
+    return [(a, b, t) for a, b, t in out]
+
+
+def _question(item: Item) -> str:
+    return f"{item.question}\n" + "\n".join(item.options) + f"\n{MME2_TAIL}"
+
+
+def shipped_request(record: ClipRecord, item: Item, stack: Stack, prepared_dir: str,
+                    words: list[dict[str, Any]], meta: dict[str, Any]) -> Request:  # fmt: skip
+    """The request the benchmark's own code would send for `item` under the `concat` or
+    `interleave` variant (its words: the item's subtitles, already cut at `until_s`)."""
+    if (item.protocol, stack.variant) not in PROMPTS:
+        raise DataError(
+            f"item {item.id!r}: the {stack.variant} variant is Video-MME-v2's own prompt; this question is "
+            f"{item.protocol or 'generic'}'s"
+        )
+    images = [Image(f.path, f.pts_ms) for f in record.frames]
+    parts: list[Part]
+    if stack.variant == "concat":
+        text = MME2_HEAD.format(" ".join(w["text"] for w in words)) + _question(item)
+        parts = [*images, Text(text)]
+    else:
+        if not record.fps:
+            raise DataError(f"clip {record.clip_id!r}: interleave times frames by index / fps; the clip has no fps")
+        starts = [f.index / record.fps for f in record.frames] + [float("inf")]
+        said = sentences(words)
+        parts = []
+        for k, image in enumerate(images):
+            lo = 0.0 if k == 0 else starts[k]  # words before the first frame go with it
+            lines = [f"[Subtitle {a:.2f}s - {b:.2f}s]: {t}" for a, b, t in said if lo <= a < starts[k + 1]]
+            parts += [image, *([Text("\n".join(lines))] if lines else [])]
+        parts.append(Text(MME2_HEAD.split(" This")[0] + "\n" + _question(item)))
+    return Request("", tuple(parts), prepared_dir, meta)
