@@ -5,7 +5,6 @@ ASR words with times and the stream facts on the clip's clock. No prompt, no tas
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from avstack.io import DataError, inside, write_jsonl_atomic
 from avstack.manifest import ClipRecord, frame_file, load_manifest
@@ -14,7 +13,7 @@ FEATURES_JSONL = "features.jsonl"
 FEATURES_PARQUET = "features.parquet"
 
 
-def feature_row(prepared: Path, rec: ClipRecord) -> dict[str, Any]:
+def feature_row(prepared: Path, rec: ClipRecord) -> dict[str, object]:
     frames = [frame_file(prepared, f, rec.clip_id) for f in rec.frames]  # a manifest is input: paths stay inside
     return {
         "clip_id": rec.clip_id,
@@ -54,7 +53,7 @@ def export_features(prepared: str | Path, out: str | Path, parquet: bool = True)
     return path
 
 
-def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
+def _write_parquet(rows: list[dict[str, object]], path: Path) -> None:
     try:
         from datasets import Dataset, Features, Image, Sequence, Value
     except ImportError:

@@ -120,27 +120,27 @@ def json_line(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False) + "\n"
 
 
-def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
+def write_json_atomic(path: str | os.PathLike[str], obj: object) -> None:
     atomic_write(path, (json.dumps(obj, ensure_ascii=False, indent=1) + "\n").encode())
 
 
-def write_jsonl_atomic(path: str | os.PathLike[str], records: Iterable[Any]) -> None:
+def write_jsonl_atomic(path: str | os.PathLike[str], records: Iterable[object]) -> None:
     atomic_write(path, "".join(json_line(r) for r in records).encode())
 
 
-def write_csv_atomic(path: str | os.PathLike[str], rows: Iterable[Iterable[Any]]) -> None:
+def write_csv_atomic(path: str | os.PathLike[str], rows: Iterable[Iterable[object]]) -> None:
     buf = io.StringIO(newline="")
     csv.writer(buf).writerows(rows)
     atomic_write(path, buf.getvalue().encode())
 
 
-def write_per_item(path: str | os.PathLike[str], rows: dict[str, dict[str, Any]]) -> None:
+def write_per_item(path: str | os.PathLike[str], rows: dict[str, dict[str, object]]) -> None:
     """per_item.csv: an `item_id` column, then the rows' own columns (metrics, group columns)."""
     cols = list(next(iter(rows.values())).keys()) if rows else []
     write_csv_atomic(path, [["item_id", *cols], *[[i, *(_cell(r[c]) for c in cols)] for i, r in rows.items()]])
 
 
-def _cell(v: Any) -> Any:
+def _cell(v: object) -> object:
     return int(v) if isinstance(v, bool) else v
 
 
@@ -184,7 +184,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
 
 
-def read_jsonl_objects(path: str | os.PathLike[str], what: str = "record") -> list[dict[str, Any]]:
+def read_jsonl_objects(path: str | os.PathLike[str], what: str = "record") -> list[dict[str, object]]:
     """Every line must be a JSON object; the first bad one is a DataError naming file:line."""
     out = []
     for lineno, rec in read_jsonl(path):

@@ -31,11 +31,11 @@ class FrameRef:
     pts_ms: int
     path: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"index": self.index, "pts_ms": self.pts_ms, "path": self.path}
 
     @classmethod
-    def from_json(cls, d: Any, where: str) -> FrameRef:
+    def from_json(cls, d: object, where: str) -> FrameRef:
         if not isinstance(d, dict):
             raise DataError(f"{where}: expected a frame object, found {type(d).__name__}")
         index, pts, path = d.get("index"), d.get("pts_ms"), d.get("path")
@@ -45,11 +45,11 @@ class FrameRef:
         raise DataError(f"{where}: expected index (int), pts_ms (int), path (str); found {d!r:.120}")
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def is_number(x: Any) -> bool:
+def is_number(x: object) -> bool:
     """A finite int or float (not a bool): what a time, a size or a coordinate read from a file must be."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -126,7 +126,7 @@ class ClipRecord:
         return replace(self, error=error_record(exc, kind))
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for f in fields(self):
             if f.name in NOT_IN_MANIFEST:
                 continue
@@ -143,7 +143,7 @@ class ClipRecord:
         return out
 
     @classmethod
-    def from_json(cls, d: Any, where: str = "manifest") -> ClipRecord:
+    def from_json(cls, d: object, where: str = "manifest") -> ClipRecord:
         """A record read from a file; DataError naming the clip and field when a field is unusable."""
         if not isinstance(d, dict):
             raise DataError(f"{where}: expected a clip object, found {type(d).__name__}")

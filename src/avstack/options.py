@@ -27,7 +27,7 @@ class _Unset:
         return "UNSET"
 
 
-UNSET: Any = _Unset()  # a flag whose default is its field's
+UNSET: object = _Unset()  # a flag whose default is its field's
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,8 @@ class Flag:
     help: str
     panel: str = ""  # the --help panel it is listed in ("" for the command's own Options)
     name: str = ""  # the flag without "--" (default: the field's name, dashes for underscores)
-    text: Any = None  # what the flag reads where it is not the field's own type (a comma list: str)
-    default_text: Any = UNSET  # the flag's default where it is not the field's (in `text` terms)
+    text: object = None  # what the flag reads where it is not the field's own type (a comma list: str)
+    default_text: object = UNSET  # the flag's default where it is not the field's (in `text` terms)
     short: str = ""  # a one-letter alias ("-o")
     switch: str = ""  # a bool's pair of flags where both are offered ("--json-mode/--no-json-mode")
     many: bool = False  # repeatable: each use adds one value (--drop frame_ts --drop word_ts)
@@ -48,12 +48,12 @@ class Flag:
 
 
 def option(
-    default: Any = MISSING,
+    default: object = MISSING,
     help: str = "",
     *,
     panel: str = "",
     flags: Sequence[Flag] = (),
-    parse: Callable[..., Any] | None = None,
+    parse: Callable[..., object] | None = None,
     default_factory: Any = MISSING,
     **flag: Any,
 ) -> Any:
@@ -75,7 +75,7 @@ class Declared:
     parse: Callable[..., Any] | None = None
 
 
-def declared(record: Any) -> Iterator[tuple[dataclasses.Field[Any], Declared]]:
+def declared(record: Any) -> Iterator[tuple[dataclasses.Field[object], Declared]]:
     """The fields of a record (class or instance) that are flags, in their order."""
     for f in dataclasses.fields(record):
         said = f.metadata.get(FLAGS)
@@ -83,7 +83,7 @@ def declared(record: Any) -> Iterator[tuple[dataclasses.Field[Any], Declared]]:
             yield f, said
 
 
-def flag_default(f: dataclasses.Field[Any], said: Declared, flag: Flag) -> Any:
+def flag_default(f: dataclasses.Field[object], said: Declared, flag: Flag) -> object:
     """What a flag defaults to on the command line: its own default text, else None where the
     field takes its value from several flags or a repeated one (not given: the field's default),
     else the field's default."""
@@ -94,7 +94,7 @@ def flag_default(f: dataclasses.Field[Any], said: Declared, flag: Flag) -> Any:
     return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
-def flag_of(record: Any, field_name: str) -> str:
+def flag_of(record: object, field_name: str) -> str:
     """The flag(s) that set a record's field, for an error message ("--fps/--max-frames")."""
     for f, said in declared(record):
         if f.name == field_name:
@@ -126,7 +126,7 @@ TASK, STACKS, MODEL, SEND, PLAN, ROUNDS, OUTPUT = (
 FRAMES, ASR, STREAMS, WORK = "Frames", "Speech (ASR)", "Streams", "Workers"
 
 
-def keyword_of(f: dataclasses.Field[Any], flag: Flag) -> str:
+def keyword_of(f: dataclasses.Field[object], flag: Flag) -> str:
     """The Python keyword a flag is given by: the flag's name with underscores ("--max-frames":
     max_frames; --pack, of the field `packed`: pack)."""
     return flag.flag(f.name)[2:].replace("-", "_")
@@ -161,7 +161,7 @@ def _keywords(f: dataclasses.Field[Any], said: Declared) -> list[str]:
     return [keyword_of(f, flag) for flag in said.flags]
 
 
-def refuse_unknown(command: str, keywords: dict[str, Any], *records: type) -> None:
+def refuse_unknown(command: str, keywords: dict[str, object], *records: type) -> None:
     """Keywords no record of the call folded: an error naming them and what the call takes."""
     if keywords:
         takes = sorted({keyword_of(f, flag) for r in records for f, said in declared(r) for flag in said.flags})

@@ -69,7 +69,7 @@ def compare_runs(
 ) -> list[dict[str, Any]]:
     """delta.csv rows (values in percent) of every run after the first against the first."""
     base = runs[0]
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for run in runs[1:]:
         check_same_items(run, base)
         ids = sorted(base.rows)
@@ -104,10 +104,10 @@ def compare_pairs(
     metrics: Sequence[str],
     cluster: str | None = None,
     seed: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """delta.csv-shaped rows (overall) of each pair's second run against its first, Holm-adjusted
     across all the pairs and metrics together (one family: the pairs are one question)."""
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for base, run in pairs:
         rows = compare_runs([base, run], metrics, (), cluster, seed)
         out += [r for r in rows if r["group"] == "overall"]
@@ -143,8 +143,8 @@ def _p(p: float) -> str:
     return "1" if p >= 0.995 else f"{p:.2g}" if p >= 0.001 else f"{p:.0e}"
 
 
-def csv_rows(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    def cell(v: Any) -> str:
+def csv_rows(rows: Sequence[Mapping[str, object]]) -> list[list[str]]:
+    def cell(v: object) -> str:
         return f"{v:.6g}" if isinstance(v, float) else str(v)
 
     return [list(DELTA_COLUMNS), *[[cell(r[c]) for c in DELTA_COLUMNS] for r in rows]]

@@ -166,7 +166,7 @@ def stop_record(
     seed: int,
     metric: str,
     unit: str = "clips",
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """What sequential.json and the report say: where it stopped, why, what it saved, the intervals."""
     return {
         "unit": unit,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from avstack.io import atomic_write
 
@@ -24,18 +23,18 @@ class Report:
     text: str
     path: Path
     # per stack whose requests failed (no answer came): how many of how many, and the causes
-    failed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failed: dict[str, dict[str, object]] = field(default_factory=dict)
     # per arm whose server saw other input than planned (avstack.runs.ablation.reconcile): what it saw
     departed: dict[str, str] = field(default_factory=dict)
 
 
-def failed_label(label: str, failures: Mapping[str, Any] | None) -> str:
+def failed_label(label: str, failures: Mapping[str, object] | None) -> str:
     """A run's label, marked where its requests failed: a stack that got no answer is no model
     that scored zero, in every table it appears in."""
     return f"{label} [FAILED: {failures['request_failures']} of {failures['clips']} requests]" if failures else label
 
 
-def failures_note(failed: Mapping[str, Mapping[str, Any]], unit: str) -> list[str]:
+def failures_note(failed: Mapping[str, Mapping[str, object]], unit: str) -> list[str]:
     """The report's paragraph on the runs whose requests failed (none: no paragraph)."""
     if not failed:
         return []

@@ -35,7 +35,7 @@ from avstack.tasks import StackChoice
 PathLike = str | Path
 
 
-def chosen_task(task: str, offered: Mapping[str, Any]) -> tuple[Any, Any]:
+def chosen_task(task: str, offered: Mapping[str, object]) -> tuple[Any, object]:
     """The registered task and its own inputs record from the task options offered (every
     registered task's, by flag name): one the task does not declare, set, is refused."""
     from avstack.tasks import all_tasks, get_task, task_inputs
@@ -59,7 +59,7 @@ def ablate(
     strict_inputs: bool = False,
     say: Say = quiet,
     progress: Progress | None = None,
-    **keywords: Any,
+    **keywords: object,
 ) -> Done:
     """The input-stack ablation of any registered task, as `avstack ablate` runs it: every arm
     planned and held to its parent before anything is sent, the provider's limits, the bill, then
@@ -87,7 +87,7 @@ def ablate(
     made = backend_or_none(model, chosen.baselines, backend)  # made once: the plan counts with it, the run asks it
     counting = counting_for(made, costing, clip_major=not sending.batch)
 
-    def replan(budgets: tuple[Any, ...]) -> Plan:
+    def replan(budgets: tuple[object, ...]) -> Plan:
         again = replace(spec, budgets=budgets)
         return engine.plan(target, again, model, out, counting, backend.max_tokens, costing.prices)
 
@@ -125,7 +125,7 @@ def run(
     sending: Sending | None = None,
     say: Say = quiet,
     progress: Progress | None = None,
-    **keywords: Any,
+    **keywords: object,
 ) -> Done:
     """A model over a task's items under one stack, resumable, then scored, as `avstack run` does:
     planned first with the same records it sends with wherever the provider has limits (or with
@@ -165,7 +165,7 @@ def run(
 
 
 def _sending(
-    keywords: dict[str, Any], backend: BackendOptions | None, costing: Costing | None, sending: Sending | None
+    keywords: dict[str, object], backend: BackendOptions | None, costing: Costing | None, sending: Sending | None
 ) -> tuple[BackendOptions, Costing, Sending]:
     """The records of how requests are sent, planned and billed, from the records given or their
     fields among the keywords (taken out of them)."""
@@ -175,7 +175,7 @@ def _sending(
 def _plan_run(
     chosen: Any,
     prepared: Path | None,
-    inputs: Any,
+    inputs: object,
     choice: Any,
     model: str,
     out: Path,
@@ -183,7 +183,7 @@ def _plan_run(
     max_tokens: int,
     costing: Costing,
     say: Say,
-) -> tuple[Any, Plan]:
+) -> tuple[object, Plan]:
     """The run's one stack planned from the records the run sends with (the task's inputs, the
     stack choice, the back-end it sends with, or None where it cannot be made before the run says
     why), within the provider's limits: (the choice, the plan)."""
@@ -192,7 +192,7 @@ def _plan_run(
     target = chosen.ablation(prepared, inputs)
     counting = counting_for(made, costing)
 
-    def replan(budgets: tuple[Any, ...]) -> Plan:
+    def replan(budgets: tuple[object, ...]) -> Plan:
         stack = chosen.run_stack(replace(choice, budget=budgets[0]), inputs)
         return plan_stacks(target, [stack], model, out, counting, max_tokens, costing.prices)
 

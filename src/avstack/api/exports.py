@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from avstack.api.commands import PathLike, chosen_task
 from avstack.api.failures import speaks_flags
@@ -24,7 +23,7 @@ def export(
     task: str = "ecog",
     stack: StackChoice | None = None,
     exporting: ExportOptions | None = None,
-    **keywords: Any,
+    **keywords: object,
 ) -> Done:
     """Every item of a task under one stack, as `avstack run` would send it, for another harness:
     `to` jsonl, openai-batch, hf (Parquet, images embedded) or lmms-eval (a task folder whose hooks

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from avstack.errors import AvstackError, InputError
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 
 class CommandFailed(AvstackError):
     """A command that ran and did not succeed: `code` is its exit status (1: items or arms failed,
     or the input departed from the plan, after everything was written), `done` what it wrote."""
 
-    def __init__(self, message: str, code: int = 1, done: Any = None) -> None:
+    def __init__(self, message: str, code: int = 1, done: object = None) -> None:
         super().__init__(message)
         self.code, self.done = code, done
 
@@ -33,7 +33,7 @@ def speaks_flags(fn: F) -> F:
     """A door function whose failures are AvstackErrors worded as the command line's flags."""
 
     @functools.wraps(fn)
-    def door_call(*args: Any, **kwargs: Any) -> Any:
+    def door_call(*args: object, **kwargs: object) -> object:
         try:
             return fn(*args, **kwargs)
         except AvstackError:

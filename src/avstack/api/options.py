@@ -163,9 +163,9 @@ class Done:
     summary: str
     path: Path | None = None
     notes: tuple[str, ...] = ()
-    plan: Any = None  # the plan (avstack.runs.planning.plan_record.Plan) where one was made
-    result: Any = None
-    failed: dict[str, dict[str, Any]] = field(default_factory=dict)  # per stack whose requests failed
+    plan: object = None  # the plan (avstack.runs.planning.plan_record.Plan) where one was made
+    result: object = None
+    failed: dict[str, dict[str, object]] = field(default_factory=dict)  # per stack whose requests failed
     departed: dict[str, str] = field(default_factory=dict)  # per arm whose input departs from the plan
 
 

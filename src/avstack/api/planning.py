@@ -30,7 +30,7 @@ def backend_or_none(model: str, baselines: Any, backend: BackendOptions) -> Any:
         return None
 
 
-def counting_for(made: Any, costing: Costing, **more: Any) -> Any:
+def counting_for(made: object, costing: Costing, **more: object) -> Any:
     """How the plan counts: the image rule, and the server's own text count and body where the
     back-end `made` (None: none could be made) can give them."""
     from avstack.runs.planning.plan import Counting
@@ -47,8 +47,8 @@ def has_limits(model: str, providers: Path | None) -> bool:
 
 
 def within_limits(
-    replan: Callable[[tuple[Any, ...]], Plan], budgets: tuple[Any, ...], fit: bool, out: Path, say: Say
-) -> tuple[Plan, tuple[Any, ...]]:
+    replan: Callable[[tuple[object, ...]], Plan], budgets: tuple[Any, ...], fit: bool, out: Path, say: Say
+) -> tuple[Plan, tuple[object, ...]]:
     """(plan, budgets) once every stack is within its provider's limits: the plan refuses a stack
     over one (naming the limit, the item and the budget that fits) or, with `fit`, plans again
     with the budgets lowered and records the change in plan.json."""

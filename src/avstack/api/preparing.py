@@ -37,7 +37,7 @@ def prepare(
     *,
     job: PrepareJob | None = None,
     progress: Progress | None = None,
-    **keywords: Any,
+    **keywords: object,
 ) -> PrepareReport:
     """Prepare every clip below `data_root` into `out` (frames at true times, audio, word-timed ASR,
     a content-addressed cache and `out/manifest.jsonl`), exactly as `avstack prepare` does.
@@ -125,7 +125,7 @@ class TranscribeOptions:
         "auto", "CTranslate2 compute type: auto (float32 on a CPU, the same words anywhere), int8, ..."
     )
 
-    def settings(self) -> Any:
+    def settings(self) -> object:
         """The ASR settings these options make, "auto" resolved as `prepare` resolves it."""
         from avstack.asr import AsrSettings, aligner_setting, language_setting
         from avstack.asr.models import COMPUTE_TYPES
@@ -145,7 +145,7 @@ class TranscribeOptions:
 
 @speaks_flags
 def transcribe(
-    audio_or_video: PathLike | np.ndarray, options: TranscribeOptions | None = None, **keywords: Any
+    audio_or_video: PathLike | np.ndarray, options: TranscribeOptions | None = None, **keywords: object
 ) -> Transcript:
     """Words with times in ms (`Transcript.words`: text, begin_ms, end_ms, prob) from 16 kHz mono
     float32 samples, or from a media file's heard audio track placed on the clip's clock (time 0

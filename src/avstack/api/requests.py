@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from avstack.api.failures import speaks_flags
 from avstack.api.options import Done
@@ -40,7 +40,7 @@ def render(
     media_mode: str = "path",
     coord_order: str = "xy",
     prompt_dir: PathLike | None = None,
-) -> Any:
+) -> object:
     """One EcoG clip's request under `stack`, rendered for an API: `openai` (chat messages), `gemini`
     (contents), `hf` (chat template messages) or `neutral` (avstack's own request JSON). Images are
     file paths (`media_mode="path"`) or inline data URLs (`"data"`)."""
@@ -71,7 +71,7 @@ def write_stacks(
     task: str = "ecog",
     stack: StackChoice | None = None,
     rendering: Rendering | None = None,
-    **keywords: Any,
+    **keywords: object,
 ) -> Done:
     """`avstack stacks`: the rendered request of every item of a task (EcoG: every clip; videoqa:
     every question) under one input stack, one JSON line each, into `out`. The stack (StackChoice)

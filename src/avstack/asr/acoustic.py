@@ -83,7 +83,7 @@ def available() -> bool:
     return True
 
 
-def _decoder(vocabulary: set[str], lattice: bool = True) -> Any:
+def _decoder(vocabulary: set[str], lattice: bool = True) -> object:
     """A fresh decoder for each clip: its noise tracker and feature state carry over from one
     utterance to the next, so a shared one made a clip's fillers depend on what the process
     aligned before. Its dictionary holds only the clip's words and the fillers: loading all of

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -17,7 +17,7 @@ _CPU_S = [0.0]  # CPU seconds of the work this process sent to pools
 _LOCK = threading.Lock()
 
 
-def run_timed(pool: Executor, fn: Callable[..., T], *args: Any) -> T:
+def run_timed(pool: Executor, fn: Callable[..., T], *args: object) -> T:
     """`fn(*args)` in `pool`, its CPU seconds there added to process_cpu_seconds()."""
     result, cpu = pool.submit(_timed, fn, *args).result()
     with _LOCK:
@@ -30,7 +30,7 @@ def process_cpu_seconds() -> float:
     return _CPU_S[0]
 
 
-def _timed(fn: Callable[..., T], *args: Any) -> tuple[T, float]:
+def _timed(fn: Callable[..., T], *args: object) -> tuple[T, float]:
     began = time.process_time()
     result = fn(*args)
     return result, time.process_time() - began

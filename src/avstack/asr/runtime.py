@@ -137,11 +137,11 @@ def gpu_identity() -> str:
 MACHINE_FIELDS = ("cpu", "isa", "mkl", "gemm_s8", "sgemm")  # what the CPU dispatch put in a record
 
 
-def runtime(model_path: str, device: str, compute_type: str, threads: int) -> dict[str, Any]:
+def runtime(model_path: str, device: str, compute_type: str, threads: int) -> dict[str, object]:
     """The record of what a transcription ran on; equal dicts give equal results on CPU.
     `machine_independent` says whether the words are the same on any CPU (float32, see
     asr.models.REPRODUCIBLE_CPU_COMPUTE) or only where this dispatch is the same."""
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "faster_whisper": _version("faster-whisper"),
         "ctranslate2": _version("ctranslate2"),
         "device": device,
@@ -157,7 +157,7 @@ def runtime(model_path: str, device: str, compute_type: str, threads: int) -> di
     return out
 
 
-def words_depend_on(rt: dict[str, Any]) -> dict[str, Any]:
+def words_depend_on(rt: dict[str, object]) -> dict[str, object]:
     """The part of a runtime record the words depend on (the ASR cache key): on the reproducible
     CPU path not the CPU, its ISA or its GEMM back-end, so a cache made on an Intel machine serves
     an AMD one; on any other path all of it, so an entry made elsewhere is never reused."""

@@ -73,7 +73,7 @@ class Transcript:
     words: tuple[Word, ...]
     settings: AsrSettings | None
     dropped: tuple[str, ...] = ()  # why text was discarded (guards), for provenance
-    runtime: dict[str, Any] = field(default_factory=dict, compare=False)  # asr.runtime: what it ran on
+    runtime: dict[str, object] = field(default_factory=dict, compare=False)  # asr.runtime: what it ran on
     fillers: tuple[Word, ...] = ()  # sounds between words the transcript lacks ("um"), found acoustically
     # what timed the words: {"by", "words", "timed", "fallback": {why: count}} (asr.whisper.timing_record)
     timing: dict[str, Any] = field(default_factory=dict)
@@ -83,7 +83,7 @@ class Transcript:
     keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
     word_keys: tuple[str, ...] = field(default=WORD_KEYS, compare=False, repr=False)
     written_text: str | None = field(default=None, compare=False, repr=False)
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    extra: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def unheard(cls, model: str, language: str | None, note: str) -> Transcript:
@@ -101,7 +101,7 @@ class Transcript:
         """This transcript with only `words` (its text theirs, not the text as written)."""
         return replace(self, words=tuple(words), written_text=None)
 
-    def to_ecog(self) -> dict[str, Any]:
+    def to_ecog(self) -> dict[str, object]:
         """The EcoG annotations shape, plus provenance."""
         words = [
             {"text": w.text, "begin_time": w.begin_ms, "end_time": w.end_ms, "prob": round(w.prob, 4)}
@@ -109,7 +109,7 @@ class Transcript:
         ]
         if self.word_keys != WORD_KEYS:
             words = [{k: w[k] for k in self.word_keys} for w in words]
-        values: dict[str, Any] = {
+        values: dict[str, object] = {
             "model": self.model,
             "language": self.language,
             "text": self.text,
@@ -125,11 +125,11 @@ class Transcript:
         return {k: values[k] if k in values else self.extra[k] for k in self.keys or HEARD_KEYS}
 
 
-def _is_ms(v: Any) -> bool:
+def _is_ms(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _words(given: Any, where: str) -> tuple[Word, ...]:
+def _words(given: object, where: str) -> tuple[Word, ...]:
     """Words as the EcoG shape lists them (a filler has no probability: 0)."""
     if not isinstance(given, list):
         raise DataError(f"{where}: expected a list of words, found {type(given).__name__}")
@@ -144,7 +144,7 @@ def _words(given: Any, where: str) -> tuple[Word, ...]:
     return tuple(words)
 
 
-def transcript_from_ecog(d: Any, where: str) -> Transcript:
+def transcript_from_ecog(d: object, where: str) -> Transcript:
     """A transcript read from a file (a manifest's `asr`, the ASR cache): DataError naming the
     place and the field it could not use."""
     if not isinstance(d, dict) or not isinstance(d.get("model", ""), str):

@@ -249,7 +249,7 @@ def _decode(model: Any, samples: np.ndarray, options: dict[str, Any]) -> tuple[l
     return kept, info, bool(SAMPLED.flag)
 
 
-def decode_options(s: AsrSettings, lang: str | None, packed: bool = False) -> dict[str, Any]:
+def decode_options(s: AsrSettings, lang: str | None, packed: bool = False) -> dict[str, object]:
     """faster-whisper's transcribe options for one clip (or a pack of clips)."""
     return dict(
         language=lang,
@@ -292,7 +292,7 @@ def transcribe_words(
     return [words for words in kept if words], dropped, lang or info.language
 
 
-def _seeded_decode(samples: np.ndarray, s: AsrSettings, options: dict[str, Any]) -> tuple[list[Any], Any]:
+def _seeded_decode(samples: np.ndarray, s: AsrSettings, options: dict[str, object]) -> tuple[list[object], Any]:
     """The segments of a decode by a fresh model whose sampler starts from this audio's seed."""
     with SEED_LOCK:
         with stage("model load"):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
@@ -110,7 +109,7 @@ def joined(parts: list[tuple[int, Transcript]], settings: AsrSettings) -> Transc
     )
 
 
-def timing_of(parts: list[tuple[int, Transcript]]) -> dict[str, Any]:
+def timing_of(parts: list[tuple[int, Transcript]]) -> dict[str, object]:
     """One timing record for the windows: what timed the words (the first window's method, or
     "mixed"), the counts summed, and the windows' starts."""
     bys = {p.timing.get("by") for _, p in parts if p.words and p.timing}

@@ -29,7 +29,7 @@ def iter_audio(
     rate: int = AUDIO_RATE,
     track: StreamPick | int | None = None,
     origin: Fraction | None = None,
-    damage: list[dict[str, Any]] | None = None,
+    damage: list[dict[str, object]] | None = None,
 ) -> Iterator[np.ndarray]:
     """The heard audio track (`pick_audio`) as mono float32 chunks at `rate` Hz, placed on the clip's
     clock: sample 0 is time `origin` (container seconds; default the track's own start), a track
@@ -51,7 +51,7 @@ class _AudioPlacer:
 
     SLACK_S = Fraction(1, 500)  # 2 ms: timestamp jitter below this is not a gap
 
-    def __init__(self, stream: Any, rate: int, origin: Fraction | None, damage: list[dict[str, Any]]):
+    def __init__(self, stream: Any, rate: int, origin: Fraction | None, damage: list[dict[str, object]]):
         self.stream, self.rate, self.damage = stream, rate, damage
         self.tb = stream.time_base or Fraction(1, stream.codec_context.sample_rate or rate)
         self.origin = origin

@@ -221,7 +221,7 @@ def decode_sequential(
     tb: Fraction,
     path: str,
     stats: dict[str, int],
-    damage: list[dict[str, Any]],
+    damage: list[dict[str, object]],
     all_pts: list[int],
 ) -> Iterator[tuple[int, Fraction, av.VideoFrame]]:
     """Every frame decoded; the one shown at a target is yielded once the next frame passes it.

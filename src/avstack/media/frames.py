@@ -90,7 +90,7 @@ class FrameReader:
         self._origin = clip_origin(info)
         self._all_pts = scan.pts
         self._scan = scan
-        self.damage: list[dict[str, Any]] = []
+        self.damage: list[dict[str, object]] = []
         self.plan = plan_frames(scan, self._origin, self._tb, s.targets(info), info.video_codec, s.decode)
         self.decode_path = f"{self.plan.path}: {self.plan.reason}"
         if scan.damaged and frame_threaded(stream):

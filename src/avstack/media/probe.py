@@ -112,7 +112,7 @@ class PacketScan:
     damaged: int = 0  # video packets the demuxer flags corrupt (a file cut short ends in one)
 
 
-def pick_audio(container: av.container.InputContainer, track: StreamPick | int | None = None) -> Any:
+def pick_audio(container: av.container.InputContainer, track: StreamPick | int | None = None) -> object:
     """The audio stream a person hears (media.streams: ffmpeg's pick unless asked; an int is
     the Nth audio track, 0 = the first); None when there is none."""
     return StreamPick.of(track).audio_of(container)[0]

@@ -66,7 +66,7 @@ def _units(order: list[tuple[int, bool]], needed: Any, hevc: bool) -> list[list[
     return units
 
 
-def plan_spans(order: list[tuple[int, bool]], needed: Any, hevc: bool = False) -> list[Span]:
+def plan_spans(order: list[tuple[int, bool]], needed: object, hevc: bool = False) -> list[Span]:
     """One span per independent GOP that holds a needed packet (with the dependent GOPs after it),
     from its keyframe to its last needed packet. Never joined: a join would decode the packets
     between (an open GOP's leading pictures), and a few more spans than threads even out the end."""

@@ -39,7 +39,7 @@ class StreamPick:
         """A pick from what older callers pass: an audio track number, or None."""
         return value if isinstance(value, StreamPick) else cls(audio_track=value)
 
-    def key(self) -> dict[str, Any]:
+    def key(self) -> dict[str, object]:
         """The pick as it enters cache keys (the streams heard and seen decide every frame's time)."""
         return {"video": self.video, "audio": self.audio, "audio_track": self.audio_track}
 
@@ -99,7 +99,7 @@ def language(stream: Any) -> str | None:
     return tag.lower() if tag and tag.lower() != "und" else None
 
 
-def _by_language(container: av.container.InputContainer, streams: list[Any], wanted: str) -> tuple[Any, str]:
+def _by_language(container: av.container.InputContainer, streams: list[Any], wanted: str) -> tuple[object, str]:
     chosen = [s for s in streams if language(s) == wanted.lower()]
     if not chosen:
         tags = ", ".join(f"{s.index}: {language(s) or 'untagged'}" for s in streams)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 PARTS = ("waiting_for_audio_s", "transcribing_s", "waiting_for_aligner_s", "aligning_s", "writing_s")
 
@@ -59,7 +58,7 @@ class AsrClock:
     def _row(self, clip_id: str) -> dict[str, float]:
         return self.clips.setdefault(clip_id, dict.fromkeys(PARTS, 0.0))
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         wall = (self.ended or time.perf_counter()) - self.started
         total = {p: round(sum(r[p] for r in self.clips.values()), 3) for p in PARTS}
         return {

@@ -14,7 +14,6 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
 
 from avstack.manifest import ClipRecord
 from avstack.preparation.discover import ClipJob
@@ -60,7 +59,7 @@ def _with_audio(rec: ClipRecord, sha: str, job: ClipJob, s: PrepareSettings, out
     return replace(rec, audio=audio, damage=tuple((audio or {}).get("damage") or ()))
 
 
-def _probed(job: ClipJob, s: PrepareSettings) -> dict[str, Any]:
+def _probed(job: ClipJob, s: PrepareSettings) -> dict[str, object]:
     """The clip's facts as the frames stage probes them (the same `describe`, the same streams)."""
     from avstack import media
 

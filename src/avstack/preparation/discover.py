@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from avstack.io import DataError
 from avstack.manifest import ClipRecord
@@ -48,10 +47,10 @@ class ClipJob:
     task_template: str | None = None
     lang: str | None = None
     scene: str | None = None
-    source_asr: dict[str, Any] | None = None
-    eval_gt: dict[str, Any] | None = None
+    source_asr: dict[str, object] | None = None
+    eval_gt: dict[str, object] | None = None
     problem: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    meta: dict[str, object] = field(default_factory=dict, compare=False)
     # the task's check of a prepared record (e.g. masks against the frame size); a module-level
     # function, so it travels to worker processes
     check: Callable[[ClipRecord], str | None] | None = field(default=None, compare=False)

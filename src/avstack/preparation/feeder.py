@@ -39,10 +39,10 @@ class AsrFeeder:
         self.order = deque(j.clip_id for j in asr_order(jobs, mode))
         self.jobs = {j.clip_id: j for j in jobs}
         self.arrived: dict[str, ClipRecord] = {}
-        self.pending: dict[Any, list[ClipRecord]] = {}
-        self.made: dict[Any, int] = {}  # groups sent so far, per settings
+        self.pending: dict[object, list[ClipRecord]] = {}
+        self.made: dict[object, int] = {}  # groups sent so far, per settings
         # batched: each settings' batch sizes, planned on how many of the jobs share them (batch_sizes)
-        counts: dict[Any, int] = {}
+        counts: dict[object, int] = {}
         for j in jobs:
             key = asr_settings_of(j, s)
             counts[key] = counts.get(key, 0) + 1

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from avstack.limits import cores
 
@@ -33,7 +32,7 @@ class JobPlan:
     asr_mode: str
     why: tuple[str, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return asdict(self) | {"why": list(self.why)}
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from avstack import media
 
 
-def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) -> dict[str, Any]:
+def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) -> dict[str, object]:
     """Sample frames; cached under frames/<key>/ with a JSON index written last. A clip that
     fails part-way leaves no frames behind (the folder is removed), so nothing half-done is
     ever read."""
@@ -63,7 +63,7 @@ def frames_stage(job: ClipJob, video_sha: str, s: PrepareSettings, out: Path) ->
 
 def _write_frames(
     job: ClipJob, sampling: media.Sampling, s: PrepareSettings, out: Path, key: str
-) -> tuple[media.ClipInfo, str, list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[media.ClipInfo, str, list[dict[str, object]], list[dict[str, object]]]:
     """Each frame is JPEG-encoded and written as it comes out of the decoder (on the decoding
     threads, or on a writer thread beside one decoder: OpenCV releases the GIL), then dropped:
     bounded memory."""
@@ -73,7 +73,7 @@ def _write_frames(
     rel_dir = Path("frames") / key
     shutil.rmtree(out / rel_dir, ignore_errors=True)  # a fallback's decode starts clean: no frame of the first left
 
-    def write(frame: media.Frame) -> dict[str, Any]:
+    def write(frame: media.Frame) -> dict[str, object]:
         rel = rel_dir / f"{frame.index:06d}.jpg"
         write_jpeg(out / rel, frame.image, s.jpeg_quality, None, "bgr")
         return {"index": frame.index, "pts_ms": frame.pts_ms, "path": rel.as_posix()}

@@ -141,7 +141,7 @@ def to_openai(
         path = req.path_of(part)
         return data_url(path) if media == "data" else str(path)
 
-    def sound(part: Audio) -> dict[str, Any]:
+    def sound(part: Audio) -> dict[str, object]:
         path = req.path_of(part)
         if media != "data":
             sent = str(path)
@@ -156,19 +156,19 @@ def to_openai(
             return {"type": "audio_url", "audio_url": {"url": sent}}
         return {"type": "input_audio", "input_audio": {"data": sent, "format": path.suffix.lstrip(".").lower()}}
 
-    def video(part: Video) -> dict[str, Any]:
+    def video(part: Video) -> dict[str, object]:
         if video_as == "video_url":
             return {"type": "video_url", "video_url": {"url": url(part)}}
         path = req.path_of(part)
         data = base64.b64encode(path.read_bytes()).decode() if media == "data" else str(path)
         return {"type": "input_video", "input_video": {"data": data, "format": path.suffix.lstrip(".").lower()}}
 
-    content: list[dict[str, Any]] = []
+    content: list[dict[str, object]] = []
     for p in req.parts:
         if isinstance(p, Text):
             content.append({"type": "text", "text": p.text})
         elif isinstance(p, Image):
-            img: dict[str, Any] = {"url": url(p)}
+            img: dict[str, object] = {"url": url(p)}
             if detail:
                 img["detail"] = detail
             content.append({"type": "image_url", "image_url": img})
@@ -180,14 +180,14 @@ def to_openai(
     return [{"role": "system", "content": req.system}, user] if req.system else [user]
 
 
-def to_anthropic(req: Request) -> dict[str, Any]:
+def to_anthropic(req: Request) -> dict[str, object]:
     """Anthropic's Messages fields: the system prompt at the top level and one user turn, each
     frame a base64 image block after its time tag. Claude takes no audio or video part (the
     back-end refuses such a request before this is called); an empty text block is an error
     there, so none is sent. Where the request shares its first parts with a clip's other stacks
     (`shared_prefix`), the block that ends them carries a `cache_control` breakpoint (below the
     model's minimum Anthropic caches nothing, silently, and charges no write)."""
-    content: list[dict[str, Any]] = []
+    content: list[dict[str, object]] = []
     for k, p in enumerate(req.parts):
         if k == req.shared_prefix and content:
             # the end of what a clip's stacks share: Claude caches up to a marked block only
@@ -201,15 +201,15 @@ def to_anthropic(req: Request) -> dict[str, Any]:
             content.append({"type": "image", "source": {"type": "base64", "media_type": mime_of(path), "data": data}})
         else:
             raise UsageError(f"Anthropic's Messages API takes no {type(p).__name__.lower()} part")
-    fields: dict[str, Any] = {"messages": [{"role": "user", "content": content}]}
+    fields: dict[str, object] = {"messages": [{"role": "user", "content": content}]}
     if req.system:
         fields["system"] = req.system
     return fields
 
 
-def to_gemini(req: Request, media: str = "data") -> dict[str, Any]:
+def to_gemini(req: Request, media: str = "data") -> dict[str, object]:
     """`contents` + system instruction for google-genai; a video is a file to upload."""
-    parts: list[dict[str, Any]] = []
+    parts: list[dict[str, object]] = []
     for p in req.parts:
         if isinstance(p, Text):
             parts.append({"text": p.text})
@@ -222,7 +222,7 @@ def to_gemini(req: Request, media: str = "data") -> dict[str, Any]:
             parts.append({"inline_data": {"mime_type": mime, "data": base64.b64encode(path.read_bytes()).decode()}})
         else:
             parts.append({"inline_data": {"mime_type": mime, "path": str(path)}})
-    body: dict[str, Any] = {"contents": [{"role": "user", "parts": parts}]}
+    body: dict[str, object] = {"contents": [{"role": "user", "parts": parts}]}
     return {"system_instruction": req.system} | body if req.system else body
 
 
@@ -260,7 +260,7 @@ def flat_prompt(req: Request) -> tuple[str, list[str], list[int | None]]:
     return "\n".join(chunks), images, pts
 
 
-def render(req: Request, fmt: str, media: str = "path") -> Any:
+def render(req: Request, fmt: str, media: str = "path") -> object:
     if fmt == "neutral":
         return req.to_neutral()
     if fmt == "hf":

@@ -27,7 +27,7 @@ class PromptError(UsageError):
     """A template that cannot render: names the template, the line and what is wrong."""
 
 
-def clean(value: Any) -> Any:
+def clean(value: object) -> object:
     """Strings from data never carry the part markers."""
     return value.translate(_CONTROL) if isinstance(value, str) else value
 
@@ -43,7 +43,7 @@ class PromptSet:
         own = self.folder / lang / name
         return own if own.is_file() else self.folder / name
 
-    def render(self, lang: str, name: str, variables: Mapping[str, Any]) -> str:
+    def render(self, lang: str, name: str, variables: Mapping[str, object]) -> str:
         path = self.path(lang, name)
         if not path.is_file():
             raise PromptError(f"{self.folder}: no {name} (looked in {self.folder / lang} and {self.folder})")

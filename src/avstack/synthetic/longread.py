@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -35,11 +34,11 @@ def sentences() -> Iterator[list[str]]:
             yield sentence[:40]  # a list of clauses read as one breath at most
 
 
-def read_aloud(seconds: float, rate: int = 16_000, seed: int = 0) -> tuple[np.ndarray, list[dict[str, Any]]]:
+def read_aloud(seconds: float, rate: int = 16_000, seed: int = 0) -> tuple[np.ndarray, list[dict[str, object]]]:
     """`seconds` of continuous reading and the true time of every word laid down."""
     audio = synth.noise(seconds, rate, 0.002, seed)
     spoken: dict[str, np.ndarray] = {}
-    truth: list[dict[str, Any]] = []
+    truth: list[dict[str, object]] = []
     at = 500  # ms
     for sentence in sentences():
         for k, word in enumerate(sentence):

@@ -115,7 +115,7 @@ def _scene(w: int, h: int) -> np.ndarray:
     return img
 
 
-def _mask_record(rect: tuple[float, float, float, float], w: int, h: int) -> dict[str, Any]:
+def _mask_record(rect: tuple[float, float, float, float], w: int, h: int) -> dict[str, object]:
     x1, y1, x2, y2 = int(rect[0] * w), int(rect[1] * h), int(rect[2] * w), int(rect[3] * h)
     crop = np.full((y2 - y1, x2 - x1), 255, np.uint8)
     ok, png = cv2.imencode(".png", crop)
@@ -123,8 +123,8 @@ def _mask_record(rect: tuple[float, float, float, float], w: int, h: int) -> dic
     return {"bbox": [x1, y1, x2, y2], "mask_base64": base64.b64encode(png.tobytes()).decode(), "score": 1.0}
 
 
-def _answer(letter: str, stroke: tuple[int, int], w: int, h: int) -> dict[str, Any]:
-    ans: dict[str, Any] = {"choice": letter, "stroke_begin_time": stroke[0], "stroke_end_time": stroke[1]}
+def _answer(letter: str, stroke: tuple[int, int], w: int, h: int) -> dict[str, object]:
+    ans: dict[str, object] = {"choice": letter, "stroke_begin_time": stroke[0], "stroke_end_time": stroke[1]}
     if letter.isupper():
         rect = OBJECTS[letter][2]
         cx, cy = (rect[0] + rect[2]) / 2, (rect[1] + rect[3]) / 2
@@ -153,7 +153,7 @@ def make_sample_set(out: str | Path, lang: str = "en", small: bool = True) -> li
     out = Path(out)
     voice = "cmn-latn-pinyin" if lang == "zh" else "en"
     annotations: dict[int, list[dict[str, Any]]] = {}
-    eval_gt: dict[int, dict[str, Any]] = {}
+    eval_gt: dict[int, dict[str, object]] = {}
     written = []
     for n, clip in enumerate(_clips(small)):
         spec = clip.spec

@@ -184,7 +184,7 @@ def _espeak_library() -> dict[str, Any] | None:
     lib = ctypes.cdll.LoadLibrary(espeakng_loader.get_library_path())
     chunks: list[np.ndarray] = []
 
-    def take(wav: Any, n: int, _events: Any) -> int:
+    def take(wav: object, n: int, _events: object) -> int:
         if n > 0:
             chunks.append(np.ctypeslib.as_array(wav, shape=(n,)).copy())
         return 0
@@ -290,7 +290,7 @@ def speak(
     voice: str = "en",
     seed: int = 0,
     noise_level: float = 0.005,
-) -> tuple[np.ndarray, list[dict[str, Any]]]:
+) -> tuple[np.ndarray, list[dict[str, object]]]:
     """A spoken sentence with chosen word onsets; returns audio and true word times."""
     recs = [(w.split("|")[0], speak_word(w.split("|")[-1], voice)) for w in words]
     return place_words(recs, starts_ms, duration_s, noise_level=noise_level, seed=seed)

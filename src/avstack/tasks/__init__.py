@@ -137,7 +137,7 @@ class Outcome:
     summary: str
     notes: tuple[str, ...] = ()
     failed: bool = False
-    result: Any = None
+    result: object = None
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def task_of_run(meta: Mapping[str, Any]) -> Task:
     return get_task(str(meta.get("task") or "ecog"))
 
 
-def task_inputs(task: Task, offered: Mapping[str, Any], defaults: Mapping[str, Any]) -> Any:
+def task_inputs(task: Task, offered: Mapping[str, object], defaults: Mapping[str, object]) -> object:
     """The task's own inputs record (Task.inputs) from the task options a command offered: one set
     away from its default that the task does not declare is refused, by flag."""
     declared = [f.name for f in fields(task.inputs)] if is_dataclass(task.inputs) else []

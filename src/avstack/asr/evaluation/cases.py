@@ -64,7 +64,7 @@ VOICES = {"en": "en", "zh": "cmn-latn-pinyin"}
 class Case:
     lang: str
     audio: np.ndarray
-    truth: list[dict[str, Any]]  # {"text", "begin_time", "end_time"} in ms
+    truth: list[dict[str, object]]  # {"text", "begin_time", "end_time"} in ms
     seed: int
 
 
@@ -217,7 +217,7 @@ FILLER_WORDS = ("um", "uh", "er")
 
 @dataclass(frozen=True)
 class DisfluentCase(Case):
-    fillers: tuple[dict[str, Any], ...] = ()  # the fillers placed, with their times
+    fillers: tuple[dict[str, object], ...] = ()  # the fillers placed, with their times
 
 
 def disfluent_case(seed: int, take_s: tuple[int, int] = (20, 60), noise_level: float = 0.004) -> DisfluentCase:

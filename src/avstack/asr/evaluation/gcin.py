@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import random
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -124,7 +123,7 @@ def gcin_case(text: str, speaker: str, seed: int, noise_level: float = 0.002) ->
     style = rng.choice(("plain", "plain", "quiet", "loud"))
     styled = rng.randrange(len(phrases))  # the phrase said quietly or loudly
     pieces: list[np.ndarray] = [np.zeros(rng.randint(300, 900) * RATE // 1000, np.float32)]
-    truth: list[dict[str, Any]] = []
+    truth: list[dict[str, object]] = []
     at = len(pieces[0])
     for k, phrase in enumerate(phrases):
         if k:

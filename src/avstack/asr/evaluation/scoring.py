@@ -229,7 +229,7 @@ def _add(total: CaseScore, sc: CaseScore) -> None:
 
 def _summary(
     cases: list[Case], hyps: list[list[asr.Word]], total: CaseScore, noise_words: int, rtf: float
-) -> dict[str, Any]:
+) -> dict[str, object]:
     both = total.begin_errors + total.end_errors
     return {
         "clips": len(cases),
@@ -252,7 +252,7 @@ def _summary(
     }
 
 
-def tail_causes(causes: list[tuple[int, str]], p90: float) -> dict[str, Any]:
+def tail_causes(causes: list[tuple[int, str]], p90: float) -> dict[str, object]:
     """The tail (edges with errors at or above the p90) by where the edges lie: the share next to
     a pause, next to a misheard word, inside continuous speech; and each kind's share of all edges,
     so a cause over-represented in the tail shows."""
@@ -269,7 +269,7 @@ def tail_causes(causes: list[tuple[int, str]], p90: float) -> dict[str, Any]:
 PROB_BINS = (0.0, 0.3, 0.5, 0.7, 0.9, 1.01)
 
 
-def reliability(cases: list[Case], hyps: list[list[asr.Word]]) -> list[dict[str, Any]]:
+def reliability(cases: list[Case], hyps: list[list[asr.Word]]) -> list[dict[str, object]]:
     """Per bin of the words' `prob`: how many hypothesis words, and the share that are right (the
     word is one of the truth's words, in order: its tokens align). A calibrated prob has the share
     near the bin's middle."""

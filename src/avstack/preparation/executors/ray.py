@@ -90,7 +90,7 @@ def check_shared_storage(out: Path) -> None:
 
 def _prepare_row(
     row: dict[str, Any], settings: bytes, out: str, attempts: str, keep_job: bool = False
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """One clip on a Ray worker: the same `prepare_clip` as the local executor. Ray retries the task
     when its worker dies; the clip's attempt log turns a clip that keeps killing workers into its
     `error` record instead of a retry loop. The job travels on only when a later stage (the GPU
@@ -117,7 +117,7 @@ class AsrActor:
         self.s: PrepareSettings = pickle.loads(settings)
         self.out = Path(out)
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, batch: dict[str, Any]) -> dict[str, object]:
         records = []
         for rec_json, job_bytes in zip(batch["record"], batch["job"]):
             rec = ClipRecord.from_json(json.loads(rec_json))

@@ -126,9 +126,9 @@ class AblationTask(Protocol):
 
     def requests(self, stack: Any) -> list[Request]: ...
 
-    def run(self, stack: Any, run_dir: Path, asking: Asking, only: set[str] | None) -> None: ...
+    def run(self, stack: object, run_dir: Path, asking: Asking, only: set[str] | None) -> None: ...
 
-    def score(self, stack: Any, run_dir: Path, only: set[str] | None) -> Scored: ...
+    def score(self, stack: object, run_dir: Path, only: set[str] | None) -> Scored: ...
 
     def report(
         self, scored: list[Scored], out: Path, cluster: str | None, only: set[str] | None
@@ -262,7 +262,7 @@ def ablate(
         shared = shared_prefixes(r for s in stacks for r in task.requests(s))
         asking = replace(asking, settings=replace(asking.settings or RunSettings(), shared_prefixes=shared))
     only: set[str] | None = None
-    stop: dict[str, Any] | None = None
+    stop: dict[str, object] | None = None
     if spec.until == "decided":
         asked, stop = _ask_until_decided(task, spec, asking, out, stacks)
         only = set(asked)
@@ -380,7 +380,7 @@ def cue_section(task: AblationTask, spec: AblationSpec, scored: list[Scored], ou
 # ------------------------------------------------------------------------------------ failures
 
 
-def request_failures(predictions: Sequence[Mapping[str, Any]], ids: set[str], id_field: str) -> dict[str, Any]:
+def request_failures(predictions: Sequence[Mapping[str, Any]], ids: set[str], id_field: str) -> dict[str, object]:
     """How many of the items got an answer, and the requests that failed (refused, 4xx, no answer, an
     input that could not be read), with their causes: a stack that got no answer is no model that
     scored zero. Last line per item wins, as in the engine."""

@@ -4,7 +4,7 @@ A delta for `-frame_ts` means "the same requests without the frame times". For e
 arm's request is compared with its parent's (the arm it is one cue, one axis or one variant away
 from; `changes_from` on the stacks says which and what it may change), part by part: the system
 prompt and the text line by line, the images by their bytes and order, the clip's sound and video.
-Any difference the arm does not declare is an `ArmMismatch` naming the item, the arm and the first
+object difference the arm does not declare is an `ArmMismatch` naming the item, the arm and the first
 part that differs; what each arm does change is counted for the report ("What each arm changes").
 
 Task-neutral: it reads finished requests and the stacks' own declarations, no benchmark.

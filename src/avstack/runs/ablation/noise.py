@@ -131,11 +131,11 @@ def noise_section(task: Any, scored: Sequence[Any], out: Path) -> str:
     )
 
 
-def is_repeat(stack: Any) -> bool:
+def is_repeat(stack: object) -> bool:
     return bool(getattr(stack, "repeat", False))
 
 
-def asking_for(stack: Any, asking: Asking) -> Asking:
+def asking_for(stack: object, asking: Asking) -> Asking:
     """How a stack is asked: the A/A repeat past the answer cache (nothing read or kept there; its
     run folder still resumes) and, where the server allows it, past its prompt cache; every other
     stack as given."""

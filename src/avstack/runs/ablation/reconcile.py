@@ -33,7 +33,7 @@ def text_error_of(how: str) -> tuple[float, int]:
     return TEXT_ERROR["tiktoken"] if how.startswith("tiktoken") else TEXT_ERROR["estimate"]
 
 
-def reported_input(usage: Any) -> int | None:
+def reported_input(usage: object) -> int | None:
     """All the input tokens a server counted for one request, in each back-end's usage fields:
     OpenAI, vLLM and llama.cpp `prompt_tokens` (cached ones included), OpenAI Responses
     `input_tokens`, Gemini `prompt_token_count` (cached content included), Anthropic `input_tokens`
@@ -60,7 +60,7 @@ def reported_input(usage: Any) -> int | None:
 ID_FIELDS = ("pack", "video_name", "id", "clip_id", "uid", "item_id")
 
 
-def item_of_record(rec: Mapping[str, Any], known: Any) -> str | None:
+def item_of_record(rec: Mapping[str, object], known: Any) -> str | None:
     """The item a prediction line answers: the first of its id fields whose value is a known item."""
     return next((str(rec[f]) for f in ID_FIELDS if f in rec and str(rec[f]) in known), None)
 
@@ -220,7 +220,7 @@ def marked(text: str, seen: Sequence[ArmInputs]) -> str:
     return text
 
 
-def as_json(arms: list[ArmInputs]) -> list[dict[str, Any]]:
+def as_json(arms: list[ArmInputs]) -> list[dict[str, object]]:
     return [asdict(a) | {"departure": a.departure, "flagged": a.flagged} for a in arms]
 
 

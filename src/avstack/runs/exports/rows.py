@@ -41,7 +41,7 @@ class ExportRow:
 
     id: str
     request: Request
-    answer: dict[str, Any]
+    answer: dict[str, object]
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -65,7 +65,7 @@ def part_layout(req: Request) -> list[dict[str, str]]:
     ]
 
 
-def row_of(item: ExportRow, stack: str) -> dict[str, Any]:
+def row_of(item: ExportRow, stack: str) -> dict[str, object]:
     """The generic row (jsonl, hf, lmms-eval): the flat prompt, the parts in order, the media."""
     req = item.request
     question, images, pts = flat_prompt(req)
@@ -86,12 +86,12 @@ def row_of(item: ExportRow, stack: str) -> dict[str, Any]:
     }
 
 
-def batch_line(item: ExportRow, model: str, max_tokens: int) -> dict[str, Any]:
+def batch_line(item: ExportRow, model: str, max_tokens: int) -> dict[str, object]:
     body = {"model": model, "messages": to_openai(item.request), "temperature": 0, "max_tokens": max_tokens}
     return {"custom_id": item.id, "method": "POST", "url": "/v1/chat/completions", "body": body}
 
 
-def parquet_features() -> Any:
+def parquet_features() -> object:
     """The one Parquet schema of every task's rows (row_of): text columns, the images embedded
     (datasets.Image) so a shard is self-contained, and each image's pts."""
     try:
@@ -105,7 +105,7 @@ def parquet_features() -> Any:
     )
 
 
-def write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
+def write_parquet(rows: list[dict[str, object]], path: Path) -> Path:
     """One shard of rows as Parquet (an empty shard writes nothing)."""
     from datasets import Dataset
 

@@ -33,7 +33,7 @@ FORMATS = ("jsonl", "openai-batch", "hf", "lmms-eval")
 class RowSource(Protocol):
     """Where a task's rows come from, shard by shard (picklable: a Ray worker makes its own)."""
 
-    def shards(self, size: int) -> Sequence[Any]:
+    def shards(self, size: int) -> Sequence[object]:
         """What each shard is (EcoG: a byte range of the manifest)."""
         ...
 
@@ -121,7 +121,7 @@ def _shard_row(row: dict[str, Any], job: bytes) -> dict[str, Any]:
     return {"count": count, "problems": problems}
 
 
-def write_shard(job: ShardJob, k: int, shard: Any) -> tuple[int, list[str]]:
+def write_shard(job: ShardJob, k: int, shard: object) -> tuple[int, list[str]]:
     """One shard's file from its rows; (rows written, items without a request)."""
     rows, problems = job.source.rows(shard)
     folder = Path(job.folder)

@@ -45,7 +45,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from avstack.errors import UsageError
 from avstack.runs.planning.audio_cost import audio_rule, audio_tokens  # noqa: F401 - re-exported, where the plan reads them
@@ -246,7 +245,7 @@ def wav_duration_ms(path: Path) -> int:
     raise UsageError(f"{path}: no data chunk in the WAV")
 
 
-def text_counter() -> tuple[Any, str]:
+def text_counter() -> tuple[object, str]:
     """(count(text) -> tokens, how): tiktoken's o200k_base where installed, else a stated estimate."""
     try:
         import tiktoken
@@ -317,7 +316,7 @@ def price_of(model: str, prices: dict[str, Price]) -> Price | None:
     return prices[max(found, key=len)] if found else None
 
 
-def usage_tokens(usage: Any) -> tuple[int, int]:
+def usage_tokens(usage: object) -> tuple[int, int]:
     """(input, output) tokens of a server's usage report, in any of the shapes providers use
     (OpenAI's prompt/completion_tokens, Anthropic's and OpenAI Responses' input/output_tokens,
     Gemini's prompt_token_count/candidates_token_count); (0, 0) when it says nothing usable."""
@@ -337,7 +336,7 @@ def usage_tokens(usage: Any) -> tuple[int, int]:
     )
 
 
-def cached_tokens(usage: Any) -> int:
+def cached_tokens(usage: object) -> int:
     """Input tokens a server says it took from its prompt cache: OpenAI's
     `prompt_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`, Gemini's
     `cached_content_token_count`, llama.cpp's `timings.cache_n`; 0 when it says nothing."""
@@ -373,7 +372,7 @@ class Budget:
         self.spent_usd = 0.0
         self._lock = threading.Lock()
 
-    def charge(self, usage: Any) -> bool:
+    def charge(self, usage: object) -> bool:
         """Add one answer's reported usage; True once the limit is reached."""
         tokens_in, tokens_out = usage_tokens(usage)
         with self._lock:

@@ -55,6 +55,6 @@ def sent_digest(req: Request, counting: Counting, shared: frozenset[str] | None)
     return body_digest(payload if payload is not None else sent.to_neutral())
 
 
-def body_digest(body: Any) -> str:
+def body_digest(body: object) -> str:
     text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]

@@ -73,7 +73,7 @@ class PrefixCache:
         return (0, 0) if best < 0 else (self.rule.cached(self.prefix_tokens(req, best, text)), 0)
 
 
-def _common_length(a: Sequence[Any], b: Sequence[Any]) -> int:
+def _common_length(a: Sequence[Any], b: Sequence[object]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
@@ -246,7 +246,7 @@ def plan_usd(tally: Tally, price: Any, out_tokens: int) -> dict[str, float] | No
     return usd
 
 
-def plan_notes(tally: Tally, price: Any, read_on: str) -> list[str]:
+def plan_notes(tally: Tally, price: object, read_on: str) -> list[str]:
     """What the plan could not count, and why."""
     model, bills = tally.model, tally.bills.values()
     notes = []
@@ -296,7 +296,7 @@ def plan_json(tally: Tally, price: Any, read_on: str, max_output_tokens: int) ->
     )
 
 
-def cache_said(family: Family | None, clip_major: bool, stacks: int) -> dict[str, Any] | None:
+def cache_said(family: Family | None, clip_major: bool, stacks: int) -> dict[str, object] | None:
     """What the plan assumed of the provider's prompt cache (None: no rule known for the model)."""
     if family is None or family.cache is None:
         return None

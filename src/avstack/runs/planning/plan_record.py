@@ -65,14 +65,14 @@ class Plan:
     stacks: dict[str, StackBill]
     inputs: dict[str, dict[str, list[int | None]]]  # per stack, per item: [input tokens, how far off]
     sent: dict[str, dict[str, str]]  # per stack, per item: the request's digest as sent (runs.counting)
-    prompt_cache: dict[str, Any] | None  # the provider's cache rule assumed (plan.cache_said)
-    limits: dict[str, Any] | None  # the provider's limits and each stack's breaches (limits.limits_said)
+    prompt_cache: dict[str, object] | None  # the provider's cache rule assumed (plan.cache_said)
+    limits: dict[str, object] | None  # the provider's limits and each stack's breaches (limits.limits_said)
     total: PlanTotal
     notes: tuple[str, ...] = ()
     # the planned arms and what each changes from its parent (runs.integrity); None: not checked
-    arms: tuple[dict[str, Any], ...] | None = None
+    arms: tuple[dict[str, object], ...] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["stacks"] = {name: asdict(b) for name, b in self.stacks.items()}
         out["total"] = asdict(self.total)
@@ -81,7 +81,7 @@ class Plan:
         return out | ({"arms": list(arms)} if arms is not None else {})
 
     @classmethod
-    def from_json(cls, d: Any, where: str = "plan.json") -> Plan:
+    def from_json(cls, d: object, where: str = "plan.json") -> Plan:
         if not isinstance(d, dict):
             raise DataError(f"{where}: expected a plan object, found {type(d).__name__}")
         try:
@@ -97,9 +97,9 @@ class Plan:
     def with_limits(self, limits: dict[str, Any] | None) -> Plan:
         return replace(self, limits=limits)
 
-    def with_arms(self, arms: list[dict[str, Any]]) -> Plan:
+    def with_arms(self, arms: list[dict[str, object]]) -> Plan:
         return replace(self, arms=tuple(arms))
 
     @property
-    def checked_arms(self) -> list[dict[str, Any]]:
+    def checked_arms(self) -> list[dict[str, object]]:
         return list(self.arms or ())

@@ -148,7 +148,7 @@ def breaches_of(
             if allowed is not None and found > allowed]  # fmt: skip
 
 
-def limits_said(family: Family | None, breaches: Sequence[Breach]) -> dict[str, Any] | None:
+def limits_said(family: Family | None, breaches: Sequence[Breach]) -> dict[str, object] | None:
     """The plan's record of the check: the family's limits, and each stack's breaches (counted,
     the first named) with the most images that fit every item of it."""
     if family is None:

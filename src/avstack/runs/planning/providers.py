@@ -75,7 +75,7 @@ def load_families(path: Path | None = None) -> list[Family]:
     return [_family(where, name, entry, str(data.get("read_on", "unknown"))) for name, entry in families.items()]
 
 
-def _family(where: Path, name: str, entry: Any, read_on: str) -> Family:
+def _family(where: Path, name: str, entry: object, read_on: str) -> Family:
     def bad(what: str) -> ValueError:
         return ValueError(f"{where}: family {name!r}: {what}")
 

@@ -47,14 +47,14 @@ def part_key(run_token: str, keys: Sequence[str]) -> str:
 
 
 def chunks(
-    lines: Sequence[tuple[str, Any]],
+    lines: Sequence[tuple[str, object]],
     max_lines: int = MAX_LINES,
     max_bytes: int = MAX_BYTES,
     size: Callable[[Any], int] = len,
 ) -> list[list[tuple[str, Any]]]:
     """(key, item) pairs cut into parts of at most max_lines items and max_bytes bytes (an item's
     bytes by `size`: a JSONL line's length, or an inlined request's estimate)."""
-    out: list[list[tuple[str, Any]]] = [[]]
+    out: list[list[tuple[str, object]]] = [[]]
     total = 0
     for key, item in lines:
         n = size(item)
@@ -71,10 +71,12 @@ class BatchClient:
 
     terminal = TERMINAL
 
-    def __init__(self, client: Any, body: Callable[[Request], dict[str, Any]], endpoint: str = "/v1/chat/completions"):
+    def __init__(
+        self, client: Any, body: Callable[[Request], dict[str, object]], endpoint: str = "/v1/chat/completions"
+    ):
         self.client, self.body, self.endpoint = client, body, endpoint
 
-    def parts(self, pending: Sequence[tuple[str, Request]]) -> list[list[tuple[str, Any]]]:
+    def parts(self, pending: Sequence[tuple[str, Request]]) -> list[list[tuple[str, object]]]:
         return chunks([(k, _line(self, k, r)) for k, r in pending])
 
     def upload(self, part: list[tuple[str, Any]], tag: str) -> str:
@@ -101,7 +103,7 @@ class BatchClient:
                 return b.id, b.input_file_id, b.status
         return None
 
-    def poll(self, batch_id: str) -> tuple[str, dict[str, dict[str, Any]] | None]:
+    def poll(self, batch_id: str) -> tuple[str, dict[str, dict[str, object]] | None]:
         """(status, the answered lines once the batch has ended, else None)."""
         batch = self.client.batches.retrieve(batch_id)
         if batch.status not in TERMINAL:
@@ -121,11 +123,11 @@ class GeminiBatchClient:
     terminal = GEMINI_TERMINAL
 
     def __init__(
-        self, client: Any, model: str, inlined: Callable[[Request], dict[str, Any]], size: Callable[[Request], int]
+        self, client: Any, model: str, inlined: Callable[[Request], dict[str, object]], size: Callable[[Request], int]
     ):
         self.client, self.model, self.inlined, self.size = client, model, inlined, size
 
-    def parts(self, pending: Sequence[tuple[str, Request]]) -> list[list[tuple[str, Any]]]:
+    def parts(self, pending: Sequence[tuple[str, Request]]) -> list[list[tuple[str, object]]]:
         return chunks(list(pending), max_bytes=GEMINI_INLINE_BYTES, size=self.size)
 
     def create_inlined(self, part: list[tuple[str, Any]], tag: str) -> tuple[str, str]:
@@ -133,13 +135,13 @@ class GeminiBatchClient:
         job = self.client.batches.create(model=self.model, src=src, config={"display_name": f"{TAG}-{tag}"})
         return job.name, _state(job)
 
-    def find(self, tag: str, entry: dict[str, Any] | None = None) -> tuple[str, str, str] | None:
+    def find(self, tag: str, entry: dict[str, object] | None = None) -> tuple[str, str, str] | None:
         for job in self.client.batches.list():
             if getattr(job, "display_name", None) == f"{TAG}-{tag}":
                 return job.name, "", _state(job)
         return None
 
-    def poll(self, batch_id: str) -> tuple[str, dict[str, dict[str, Any]] | None]:
+    def poll(self, batch_id: str) -> tuple[str, dict[str, dict[str, object]] | None]:
         job = self.client.batches.get(name=batch_id)
         state = _state(job)
         if state not in GEMINI_TERMINAL:
@@ -173,7 +175,7 @@ class AnthropicBatchClient:
     def __init__(self, client: Any, body: Callable[[Request], dict[str, Any]], size: Callable[[Request], int]):
         self.client, self.body, self.size = client, body, size
 
-    def parts(self, pending: Sequence[tuple[str, Request]]) -> list[list[tuple[str, Any]]]:
+    def parts(self, pending: Sequence[tuple[str, Request]]) -> list[list[tuple[str, object]]]:
         return chunks(list(pending), max_lines=ANTHROPIC_MAX, max_bytes=ANTHROPIC_BYTES, size=self.size)
 
     def create_inlined(self, part: list[tuple[str, Any]], tag: str) -> tuple[str, str]:
@@ -272,7 +274,7 @@ def answer_in_batches(
     before (resumed), and from new ones for the rest. Keys without an answer are for online.
     `scrub` (the run's secret scrubber) is applied to every answer before it is stored."""
     state = _load_state(folder)
-    answers: dict[str, dict[str, Any]] = state["answers"]
+    answers: dict[str, dict[str, object]] = state["answers"]
     requests = dict(pending)
     recorded = {k for b in state["batches"] for k in b["keys"]}  # in a batch, or meant for one
     new = [(k, r) for k, r in requests.items() if k not in answers and k not in recorded]
@@ -359,7 +361,7 @@ def _line(bc: BatchClient, key: str, request: Request) -> bytes:
     return (json.dumps(body, ensure_ascii=False) + "\n").encode()
 
 
-def _answers(content: bytes) -> dict[str, dict[str, Any]]:
+def _answers(content: bytes) -> dict[str, dict[str, object]]:
     """The answered lines of an output file: custom_id -> {raw, usage}; a line with an error or
     an unreadable body is left out (asked online)."""
     out = {}

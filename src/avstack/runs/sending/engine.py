@@ -72,7 +72,7 @@ class AnswerCache:
     def __init__(self, folder: Path | None):
         self.folder = folder
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str) -> dict[str, object] | None:
         if self.folder is None:
             return None
         hit = read_json(self.folder / f"{key}.json")
@@ -92,7 +92,7 @@ def ask_with_retries(
     s: RunSettings,
     sleep: Callable[[float], None] = time.sleep,
     scrubber: Scrubber | None = None,
-) -> tuple[str | None, dict[str, Any], str | None, int, Failure | None]:
+) -> tuple[str | None, dict[str, object], str | None, int, Failure | None]:
     """(text, usage, error, attempts, failure kind), every string scrubbed of secrets before anyone
     sees it. Transient failures back off exponentially with jitter; a FatalError propagates
     (scrubbed)."""
@@ -105,8 +105,8 @@ def ask_with_retries(
 
 
 def _ask(
-    backend: Backend, req: Request, truth: dict[str, Any], s: RunSettings, sleep: Callable[[float], None]
-) -> tuple[str | None, dict[str, Any], str | None, int, Failure | None]:
+    backend: Backend, req: Request, truth: dict[str, object], s: RunSettings, sleep: Callable[[float], None]
+) -> tuple[str | None, dict[str, object], str | None, int, Failure | None]:
     last = ""
     for attempt in range(1, s.retries + 2):
         try:
@@ -148,15 +148,15 @@ class WorkItem:
 Parser = Callable[[str, WorkItem], tuple[dict[str, Any], str | None]]
 
 
-def failed_request(rec: dict[str, Any]) -> bool:
+def failed_request(rec: dict[str, object]) -> bool:
     """A recorded outcome with no answer: the request failed (refused, a 4xx, an input problem)."""
     return rec.get("raw") is None and bool(rec.get("error"))
 
 
-def _load_final(path: Path, id_field: str, retry_failed: bool = False) -> dict[str, dict[str, Any]]:
+def _load_final(path: Path, id_field: str, retry_failed: bool = False) -> dict[str, dict[str, object]]:
     """Final answers already in a predictions file (last line per item wins); with `retry_failed`
     a failed request is not final."""
-    done: dict[str, dict[str, Any]] = {}
+    done: dict[str, dict[str, object]] = {}
     if not path.is_file():
         return done
     for n, rec in read_jsonl(path):
@@ -173,14 +173,14 @@ def _load_final(path: Path, id_field: str, retry_failed: bool = False) -> dict[s
     return done
 
 
-def _settings_of(backend: Backend) -> dict[str, Any]:
+def _settings_of(backend: Backend) -> dict[str, object]:
     return backend.settings()
 
 
 GENERATION = ("temperature", "max_tokens")  # settings that change the answer: part of its cache key
 
 
-def answer_key_id(backend_id: str, settings: dict[str, Any]) -> str:
+def answer_key_id(backend_id: str, settings: dict[str, object]) -> str:
     """The back-end's id in answer keys: with the generation settings that differ from the
     defaults (`--max-tokens 300` is another answer than 2,048), so the default keys stay as they
     were and an answer is never reused under other settings."""
@@ -190,7 +190,7 @@ def answer_key_id(backend_id: str, settings: dict[str, Any]) -> str:
     return "|".join([backend_id, *changed])
 
 
-def _wait_all(futures: list[Future[Any]], wrap: Callable[..., Any]) -> None:
+def _wait_all(futures: list[Future[object]], wrap: Callable[..., Any]) -> None:
     try:
         for f in wrap(as_completed(futures), len(futures)):
             f.result()
@@ -281,7 +281,7 @@ class ItemRun:
         self.batched = _batch_answers(self.backend, self.key_id, todo, self.cache, out, s, self.scrubber)
         self.writer = JsonlAppender(out / "predictions.jsonl")
 
-    def asked(self, request: Request, truth: dict[str, Any], key: str) -> tuple[Any, ...]:
+    def asked(self, request: Request, truth: dict[str, object], key: str) -> tuple[Any, ...]:
         """(text, usage, error, attempts, failure kind, cache hit) of one request: from the cache, a
         batch, or the back-end."""
         s, cache = self.s, self.cache
@@ -309,12 +309,12 @@ class ItemRun:
             self.stopping.set()  # the answer in hand is kept; no new request starts
         return text, usage, error, attempts, failure, None
 
-    def one(self, item: WorkItem) -> dict[str, Any]:
+    def one(self, item: WorkItem) -> dict[str, object]:
         """One item's prediction line, written as it comes."""
         t0 = time.perf_counter()
         hit = None
         text: str | None
-        usage: dict[str, Any]
+        usage: dict[str, object]
         error: str | None
         failure: Failure | None
         why = refusal(self.backend, item.request) if item.error is None and item.request is not None else None
@@ -348,7 +348,7 @@ class ItemRun:
         self.writer.append(line)
         return line
 
-    def unless_stopping(self, item: WorkItem) -> dict[str, Any] | None:
+    def unless_stopping(self, item: WorkItem) -> dict[str, object] | None:
         # set by the worker whose item failed, before it takes another: a worker thread picks the
         # next queued item as soon as it is free, before the loop below can cancel it (one more
         # request after a 401 than was in flight)

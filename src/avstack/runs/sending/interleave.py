@@ -36,9 +36,9 @@ class ClipMajor:
 
     def __init__(self, concurrency: int, lanes: int):
         self._cv = threading.Condition()
-        self._queue: list[tuple[int, int, int, Callable[[], Any], Future[Any]]] = []  # kept sorted
+        self._queue: list[tuple[int, int, int, Callable[[], object], Future[object]]] = []  # kept sorted
         self._leading: set[int] = set()  # ranks whose first lane's item is queued or running
-        self._held: dict[int, list[tuple[int, int, int, Callable[[], Any], Future[Any]]]] = {}  # by rank
+        self._held: dict[int, list[tuple[int, int, int, Callable[[], object], Future[object]]]] = {}  # by rank
         self._waiting = set(range(lanes))
         self._seq = itertools.count()
         self._closed = False
@@ -50,8 +50,8 @@ class ClipMajor:
     def lane(self, k: int) -> Lane:
         return Lane(self, k)
 
-    def submit(self, lane: int, rank: int, fn: Callable[[], Any]) -> Future[Any]:
-        fut: Future[Any] = Future()
+    def submit(self, lane: int, rank: int, fn: Callable[[], object]) -> Future[object]:
+        fut: Future[object] = Future()
         with self._cv:
             if self._closed:
                 fut.cancel()
@@ -71,7 +71,7 @@ class ClipMajor:
             self._cv.notify()
         return fut
 
-    def _next(self) -> tuple[int, int, int, Callable[[], Any], Future[Any]] | None:
+    def _next(self) -> tuple[int, int, int, Callable[[], object], Future[object]] | None:
         """The first item that may start: the queue holds only those (a first lane's, or one whose
         clip's first is done); the others wait in `_held` by clip, never scanned past."""
         return self._queue.pop(0) if self._queue else None
@@ -143,7 +143,7 @@ class Lane:
     def __init__(self, pool: ClipMajor, k: int):
         self.pool, self.k = pool, k
 
-    def submit(self, rank: int, fn: Callable[[], Any]) -> Future[Any]:
+    def submit(self, rank: int, fn: Callable[[], object]) -> Future[object]:
         return self.pool.submit(self.k, rank, fn)
 
     def ready(self) -> None:
@@ -154,7 +154,7 @@ class Lane:
 
 
 def run_interleaved(
-    stacks: Sequence[Any], concurrency: int, run_one: Callable[[Any], None], close: Callable[[], None]
+    stacks: Sequence[object], concurrency: int, run_one: Callable[[object], None], close: Callable[[], None]
 ) -> None:
     """Run every stack (`run_one(stack)`, each in its own thread with its lane of one shared pool);
     the first failure stops the pool (nothing new starts) and is raised once all have returned;
@@ -162,7 +162,7 @@ def run_interleaved(
     pool = ClipMajor(concurrency, len(stacks))
     errors: list[BaseException] = []
 
-    def go(k: int, stack: Any) -> None:
+    def go(k: int, stack: object) -> None:
         lane = pool.lane(k)
         token = LANE.set(lane)
         try:

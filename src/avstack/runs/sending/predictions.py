@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 from avstack.io import DataError
 
@@ -28,7 +27,7 @@ class Failure(str, Enum):
         return self is not Failure.GAVE_UP
 
     @classmethod
-    def named(cls, kind: Any) -> Failure | None:
+    def named(cls, kind: object) -> Failure | None:
         """The kind a file names, or None (none named, or one this avstack does not know)."""
         return cls._value2member_map_.get(kind) if isinstance(kind, str) else None  # type: ignore[return-value]
 
@@ -40,7 +39,7 @@ _LEGACY_NOT_FINAL = re.compile(r"^(transient|.*HTTP (401|403|404)\b)")
 BASE = ("raw", "prediction", "parse_error", "error", "latency_s", "usage", "attempts", "cached", "stack")
 
 
-def is_final(error: Any, failure: Failure | None = None) -> bool:
+def is_final(error: object, failure: Failure | None = None) -> bool:
     """Whether a recorded answer stands (a rerun does not ask again): by its failure kind, or, for
     a line written before kinds were recorded, by its message."""
     if failure is not None:
@@ -55,15 +54,15 @@ class Prediction:
     item_id: str
     id_field: str  # the item's id key in the file: clip_id (EcoG), id (videoqa), uid (EgoGap)
     raw: str | None
-    prediction: dict[str, Any] = field(default_factory=dict)
+    prediction: dict[str, object] = field(default_factory=dict)
     parse_error: str | None = None
     error: str | None = None
     latency_s: float = 0.0
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, object] = field(default_factory=dict)
     attempts: int = 0
     cached: bool = False
     stack: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # the item's own fields (the option labels shown)
+    extra: dict[str, object] = field(default_factory=dict)  # the item's own fields (the option labels shown)
     limit: str | None = None  # the provider's limit the server named
     failure: Failure | None = None
 
@@ -76,8 +75,8 @@ class Prediction:
         """No answer: the request failed (refused, a 4xx, an input problem, gave up)."""
         return self.raw is None and bool(self.error)
 
-    def to_json(self) -> dict[str, Any]:
-        line: dict[str, Any] = {self.id_field: self.item_id}
+    def to_json(self) -> dict[str, object]:
+        line: dict[str, object] = {self.id_field: self.item_id}
         line |= {name: getattr(self, name) for name in BASE} | self.extra
         if self.limit is not None:
             line["limit"] = self.limit
@@ -86,7 +85,7 @@ class Prediction:
         return line
 
     @classmethod
-    def from_json(cls, d: Any, id_field: str, where: str) -> Prediction:
+    def from_json(cls, d: object, id_field: str, where: str) -> Prediction:
         """A line read from a predictions file: DataError naming the place and the field."""
         if not isinstance(d, dict) or not isinstance(d.get(id_field), str):
             raise DataError(f"{where}: expected a prediction with a string {id_field!r}, found {str(d):.80}")

@@ -30,7 +30,7 @@ class Scrubber:
         values = {v for v in [*env_secrets(), *extra] if v and len(v) >= MIN_LEN}
         self.values = sorted(values, key=len, reverse=True)
 
-    def scrub(self, value: Any) -> Any:
+    def scrub(self, value: object) -> Any:
         if isinstance(value, str):
             for secret in self.values:
                 if secret in value:
@@ -43,6 +43,6 @@ class Scrubber:
         return value
 
 
-def scrub(value: Any, extra: Iterable[str | None] = ()) -> Any:
+def scrub(value: Any, extra: Iterable[str | None] = ()) -> object:
     """`value` with the environment's secrets (and `extra`) masked."""
     return Scrubber(extra).scrub(value)

@@ -62,7 +62,7 @@ def calibration(result: EcogResult) -> dict[str, dict[str, float]]:
     }
 
 
-def mask_area_share(ans: dict[str, Any], width: int, height: int) -> float | None:
+def mask_area_share(ans: dict[str, object], width: int, height: int) -> float | None:
     loaded = load_mask(ans.get("mask") or {}, width, height)
     if loaded is None:
         return None

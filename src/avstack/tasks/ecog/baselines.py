@@ -74,7 +74,7 @@ def seen_span_ms(shown: dict[str, Any]) -> int:
 
 def _guess(
     rng: random.Random, roles: list[str], objects: list[str], spaces: list[str], times: list[int]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     options, points = [], []
     for role, ts in zip(roles, times):
         pool = (objects if role == "target_object" else spaces) or objects + spaces or ["A"]

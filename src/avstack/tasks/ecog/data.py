@@ -29,14 +29,14 @@ class GtClip:
     eval_gt: dict[str, Any]
     lang: str | None = None
     scene: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    extra: dict[str, object] = field(default_factory=dict, compare=False)
 
     @property
     def level(self) -> str:
         return LEVEL_OF.get(self.task_template, "?")
 
-    def to_json(self) -> dict[str, Any]:
-        rec: dict[str, Any] = {
+    def to_json(self) -> dict[str, object]:
+        rec: dict[str, object] = {
             "video_name": self.video_name,
             "task_template": self.task_template,
             "level": self.level,
@@ -96,7 +96,7 @@ def load_gt(path: str | Path) -> tuple[list[GtClip], list[str]]:
 
 def load_annotations(folder: Path) -> list[dict[str, Any]]:
     """annotations.json of one instruction folder, duplicate ids dropped (first kept)."""
-    seen: set[Any] = set()
+    seen: set[object] = set()
     out = []
     for rec in read_json_file(folder / "annotations.json", list):
         if not isinstance(rec, dict):
@@ -109,7 +109,7 @@ def load_annotations(folder: Path) -> list[dict[str, Any]]:
     return out
 
 
-def safe_video_path(root: Path, folder: Path, video_name: Any) -> Path:
+def safe_video_path(root: Path, folder: Path, video_name: object) -> Path:
     """The clip file named by an annotation: a relative name without `..`, below its folder. The
     rule for links is the plain-folder rule: links the user made inside the data root (a linked
     video, a linked task folder) are followed; a name read from a file never climbs out."""

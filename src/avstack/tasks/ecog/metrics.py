@@ -96,7 +96,7 @@ def gt_referents(eval_gt: dict[str, Any], width: int, height: int) -> tuple[list
     return options, referents
 
 
-def single_point(pt: Any) -> list[Any] | None:
+def single_point(pt: Any) -> list[object] | None:
     """A point [x, y]; a list of points is averaged. None when unusable."""
     if not pt or not isinstance(pt, list):
         return None
@@ -204,7 +204,7 @@ def point_in_mask(px: int, py: int, mask_base64: str, bbox: Any, width: int, hei
         return False
 
 
-def spatial_hit(pred_item: dict[str, Any], ref: Referent, width: int, height: int) -> bool:
+def spatial_hit(pred_item: dict[str, object], ref: Referent, width: int, height: int) -> bool:
     raw = pred_item.get("point")
     if not raw:
         return False
@@ -229,7 +229,7 @@ def spatial_hit(pred_item: dict[str, Any], ref: Referent, width: int, height: in
     return math.hypot(px - centre[0], py - centre[1]) < SPACE_RADIUS_PX
 
 
-def temporal_hit(pred_item: dict[str, Any], ref: Referent) -> bool:
+def temporal_hit(pred_item: dict[str, object], ref: Referent) -> bool:
     ts = pred_item.get("timestamp")
     if ts is None or not isinstance(ts, (int, float)):
         return False

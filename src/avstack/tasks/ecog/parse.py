@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
@@ -19,7 +18,7 @@ def _candidates(text: str) -> list[str]:
     return out
 
 
-def extract_json(text: str) -> Any:
+def extract_json(text: str) -> object:
     """The first JSON object in the text: code fences, leading prose, trailing commas allowed."""
     last_error = "no JSON object found"
     for cand in _candidates(text):
@@ -31,7 +30,7 @@ def extract_json(text: str) -> Any:
     raise ValueError(f"answer is not JSON ({last_error}): {text[:80]!r}")
 
 
-def _swap(point: Any) -> Any:
+def _swap(point: object) -> object:
     if isinstance(point, list) and point and isinstance(point[0], list):
         return [_swap(p) for p in point]
     if isinstance(point, list) and len(point) == 2:
@@ -39,7 +38,7 @@ def _swap(point: Any) -> Any:
     return point
 
 
-def parse_answer(text: str | None, coord_order: str = "xy") -> tuple[dict[str, Any], str | None]:
+def parse_answer(text: str | None, coord_order: str = "xy") -> tuple[dict[str, object], str | None]:
     """(prediction, parse error). `[y, x]` answers are turned to `[x, y]` when coord_order is yx.
 
     The prediction keeps the model's own values (a list of points stays a list:

@@ -93,7 +93,7 @@ def _is_silent(record: ClipRecord, asr: dict[str, Any] | None) -> bool:
     return record.task_template == "指令1" or not (asr or {}).get("text", "").strip()
 
 
-def template_variables(record: ClipRecord, stack: Stack, lang: str, options: EcogOptions) -> dict[str, Any]:
+def template_variables(record: ClipRecord, stack: Stack, lang: str, options: EcogOptions) -> dict[str, object]:
     """Everything a prompt template receives (README: "Prompt templates"), frames excluded."""
     gt = record.eval_gt or {}
     asr = pick_asr(record, options.asr_source)
@@ -128,10 +128,10 @@ def shown(
     record: ClipRecord,
     stack: Stack,
     variables: dict[str, Any],
-    frames: list[dict[str, Any]],
+    frames: list[dict[str, object]],
     images: list[str],
     prepared_dir: str,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """What the request shows, as a model reads it, for the offline baselines: the option letters,
     the referent roles of the guidance line, the frame times the tags tell (parsed back in their
     format; none for `index`), the overlaid images to read (overlay), and the timed words parsed

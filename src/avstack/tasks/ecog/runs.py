@@ -122,7 +122,7 @@ def run(
     items = [WorkItem(r.clip_id, q, truth_of(r)) for r, q in pairs]
     items += [WorkItem(r.clip_id, None, truth_of(r), error=f"input: {why}") for r, why in problems]
 
-    def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
+    def parse(text: str, item: WorkItem) -> tuple[dict[str, object], str | None]:
         return parse_answer(text, options.coord_order)
 
     return run_items(items, out, parse, meta, asking, "video_name")
@@ -146,11 +146,11 @@ def score_and_write(
     return f"{meta.get('backend')} {meta.get('stack')}", result, js
 
 
-def score_run(prepared: str | Path, run_dir: str | Path) -> dict[str, Any]:
+def score_run(prepared: str | Path, run_dir: str | Path) -> dict[str, object]:
     """The score JSON of a run (also written to RUN_DIR/score.json)."""
     return score_and_write(run_dir, prepared)[2]
 
 
-def load_run(run_dir: str | Path) -> tuple[str, EcogResult, dict[str, Any]]:
+def load_run(run_dir: str | Path) -> tuple[str, EcogResult, dict[str, object]]:
     """(label, result, score json) of a finished run folder, scored once."""
     return score_and_write(run_dir)

@@ -15,7 +15,7 @@ from avstack.tasks.ecog.metrics import METRICS, ClipScore, score_clip
 @dataclass
 class ScoredClip:
     clip: GtClip
-    pred: Any
+    pred: object
     score: ClipScore
     parse_error: str | None = None
     # the request itself failed (the server refused or never answered): no answer to score, which
@@ -38,7 +38,7 @@ class EcogResult:
                 buckets[value].append(sc)
         return {k: aggregate(v) for k, v in sorted(buckets.items())}
 
-    def per_item(self) -> dict[str, dict[str, Any]]:
+    def per_item(self) -> dict[str, dict[str, object]]:
         """One row per clip: its metrics (0..1) and the columns it can be grouped or clustered by."""
         return {
             sc.clip.video_name: {m: getattr(sc.score, m) for m in METRICS}
@@ -115,7 +115,7 @@ def micro_eco(scored: list[ScoredClip]) -> float:
     return hits / total if total else 0.0
 
 
-def prediction_of(rec: Mapping[str, Any]) -> tuple[Any, str | None, str | None]:
+def prediction_of(rec: Mapping[str, Any]) -> tuple[object, str | None, str | None]:
     """The prediction dict inside a predictions.jsonl record, its parse error, and the request's
     error (no answer came: a failure of the request, not of the model's answer)."""
     if "prediction" in rec:
@@ -125,10 +125,10 @@ def prediction_of(rec: Mapping[str, Any]) -> tuple[Any, str | None, str | None]:
 
 
 def score(
-    clips: Iterable[GtClip], predictions: Iterable[Mapping[str, Any]], gt_errors: list[str] | None = None
+    clips: Iterable[GtClip], predictions: Iterable[Mapping[str, object]], gt_errors: list[str] | None = None
 ) -> EcogResult:
     """Score predictions (matched by video_name; the last one wins) against clips."""
-    by_name: dict[str, Mapping[str, Any]] = {}
+    by_name: dict[str, Mapping[str, object]] = {}
     for p in predictions:
         by_name[str(p.get("video_name"))] = p
     result = EcogResult(clips=[], gt_errors=list(gt_errors or []))
@@ -136,7 +136,7 @@ def score(
     for clip in clips:
         names.add(clip.video_name)
         rec = by_name.get(clip.video_name)
-        pred: Any
+        pred: object
         perr: str | None
         rerr: str | None = None
         if rec is None:

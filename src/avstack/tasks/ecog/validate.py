@@ -10,11 +10,11 @@ from typing import Any
 from avstack.manifest import ClipRecord, is_number
 
 
-def _point(p: Any) -> bool:
+def _point(p: object) -> bool:
     return isinstance(p, list) and len(p) == 2 and all(is_number(v) for v in p)
 
 
-def _points_problem(pts: Any) -> str | None:
+def _points_problem(pts: object) -> str | None:
     if pts is None:
         return None
     if not isinstance(pts, list) or not pts:
@@ -25,7 +25,7 @@ def _points_problem(pts: Any) -> str | None:
     return None if _point(pts) else f"must be two finite numbers, found {pts!r:.60}"
 
 
-def _mask_problem(mask: Any) -> str | None:
+def _mask_problem(mask: object) -> str | None:
     if not isinstance(mask, dict):
         return f"must be an object, found {type(mask).__name__}"
     bbox = mask.get("bbox")
@@ -36,7 +36,7 @@ def _mask_problem(mask: Any) -> str | None:
     return None
 
 
-def _answer_problem(i: int, ans: Any) -> str | None:
+def _answer_problem(i: int, ans: object) -> str | None:
     if not isinstance(ans, dict):
         return f"answer[{i}] must be an object, found {type(ans).__name__} {ans!r:.40}"
     if not isinstance(ans.get("choice"), str) or not ans["choice"]:
@@ -52,7 +52,7 @@ def _answer_problem(i: int, ans: Any) -> str | None:
     return None
 
 
-def eval_gt_problem(gt: Any) -> str | None:
+def eval_gt_problem(gt: object) -> str | None:
     """What is wrong with one clip's eval_gt entry, naming the field; None when it is usable."""
     if not isinstance(gt, dict):
         return f"eval_gt entry must be an object, found {type(gt).__name__}"
@@ -66,7 +66,7 @@ def eval_gt_problem(gt: Any) -> str | None:
     return next((p for i, a in enumerate(answers) if (p := _answer_problem(i, a))), None)
 
 
-def annotation_problem(rec: dict[str, Any]) -> str | None:
+def annotation_problem(rec: dict[str, object]) -> str | None:
     """Fields of an annotations.json record that avstack reads."""
     for key in ("scene", "lang", "language"):
         if rec.get(key) is not None and not isinstance(rec[key], str):

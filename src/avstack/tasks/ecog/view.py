@@ -35,7 +35,7 @@ class StackRun:
     label: str
     color: str
     run: Run
-    raw: dict[str, dict[str, Any]]  # clip id -> predictions.jsonl line
+    raw: dict[str, dict[str, object]]  # clip id -> predictions.jsonl line
     by_clip: dict[str, Any]  # clip id -> ScoredClip
 
     def scored(self, clip_id: str) -> Any:

@@ -18,7 +18,7 @@ class Chance(Backend):
     def __init__(self, seed: int = 0):
         self.seed = seed
 
-    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+    def answer(self, request: Request, truth: dict[str, object] | None = None) -> Answer:
         letters = request.meta.get("letters")
         if not letters:
             raise UsageError("this baseline answers EgoGap requests (built by avstack.tasks.egogap.stack)")
@@ -28,7 +28,7 @@ class Chance(Backend):
 class Oracle(Backend):
     name = "oracle"
 
-    def answer(self, request: Request | None, truth: dict[str, Any] | None = None) -> Answer:
+    def answer(self, request: Request | None, truth: dict[str, object] | None = None) -> Answer:
         if not truth or "correct_letter" not in truth:
             raise UsageError("oracle needs the item's correct_letter")
         return Answer(json.dumps({"answer": truth["correct_letter"], "rationale": "oracle"}))

@@ -32,7 +32,7 @@ class Item:
     correct_letter: str
     eval_prompt: str | None = None
     style: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    extra: dict[str, object] = field(default_factory=dict, compare=False)
 
     @property
     def n_options(self) -> int:

@@ -18,9 +18,9 @@ def split_of(item: Item, test_fraction: float, seed: int) -> str:
     return "test" if h < test_fraction else "train"
 
 
-def swift_record(item: Item, image: str, style: str, rationale: str | None) -> dict[str, Any]:
+def swift_record(item: Item, image: str, style: str, rationale: str | None) -> dict[str, object]:
     """ms-swift's messages + images format; `<image>` marks where the image goes in the user turn."""
-    answer: dict[str, Any] = {"answer": item.correct_letter}
+    answer: dict[str, object] = {"answer": item.correct_letter}
     if rationale:
         answer["rationale"] = rationale
     return {
@@ -57,7 +57,7 @@ def export_ms_swift(
     test_fraction: float = 0.2,
     seed: int = 0,
     rationales: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Writes out/train.jsonl and out/test.jsonl; returns counts and per-item problems (missing images)."""
     out = Path(out)
     lines: dict[str, list[str]] = {"train": [], "test": []}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 _ANSWER_FIELD = re.compile(r'"answer"\s*:\s*"([^"]*)"', re.I)
@@ -12,7 +11,7 @@ _BARE = re.compile(r"^\s*\(?([A-Z])\)?[.):]?\s*$")
 _LEADING_LETTER = re.compile(r"^\(?([A-Z])(?:[.):]\s|\)?$)")
 
 
-def _json_objects(text: str) -> list[dict[str, Any]]:
+def _json_objects(text: str) -> list[dict[str, object]]:
     """Every top-level {...} in the text that parses (trailing commas forgiven)."""
     found, depth, start = [], 0, -1
     for i, ch in enumerate(text):
@@ -31,7 +30,7 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
     return found
 
 
-def _letter(value: Any, letters: list[str]) -> str | None:
+def _letter(value: object, letters: list[str]) -> str | None:
     """'B', ' B ', '(B)', 'B)', 'B. As the umpire...' -> 'B'; anything else -> None."""
     if not isinstance(value, str):
         return None

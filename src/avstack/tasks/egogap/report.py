@@ -103,7 +103,7 @@ def per_item(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def delta_section(runs: list[tuple[str, str, dict[str, Any]]], out: Path, cluster: str | None) -> list[str]:
+def delta_section(runs: list[tuple[str, str, dict[str, object]]], out: Path, cluster: str | None) -> list[str]:
     """Paired deltas of every run against the first, on the same items (else refused, counts named)."""
     if len(runs) < 2:
         return []
@@ -132,7 +132,7 @@ def delta_section(runs: list[tuple[str, str, dict[str, Any]]], out: Path, cluste
 
 
 def write_egogap_report(
-    runs: list[tuple[str, str, dict[str, Any]]],
+    runs: list[tuple[str, str, dict[str, object]]],
     out_dir: str | Path,
     cluster: str | None = None,
     notes: list[str] | None = None,

@@ -36,7 +36,7 @@ def work_items(items: list[Item], stack: EgoGapStack, images: Path | None) -> li
     return out
 
 
-def _parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
+def _parse(text: str, item: WorkItem) -> tuple[dict[str, object], str | None]:
     letter, error = parse_letter(text, sorted(item.record["labels"]))
     return ({"answer": letter} if letter else {}), error
 

@@ -87,7 +87,7 @@ def _rate(graded: list[Graded], labels: Iterable[str]) -> float:
     return sum(g.label in wanted for g in graded) / len(graded) if graded else math.nan
 
 
-def score(items: list[Item], preds: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
+def score(items: list[Item], preds: list[dict[str, object]], seed: int = 0) -> dict[str, Any]:
     """Scores of predictions (matched by `uid`) against items; items without one count as wrong."""
     by_uid = {str(p.get("uid")): p for p in preds if isinstance(p, dict)}
     graded = [grade(it, by_uid.get(it.uid)) for it in items]

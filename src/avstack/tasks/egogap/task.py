@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from avstack.analysis.tables import Report, failed_label, failures_note, markdown_table
 from avstack.errors import UsageError
@@ -117,7 +116,7 @@ class EgoGapAblation:
         return Report(report.summary, report.text, report.path, failed), []
 
 
-def failures(s: Scored) -> dict[str, Any] | None:
+def failures(s: Scored) -> dict[str, object] | None:
     """A scored EgoGap run's request and input failures over its items (clips, causes), or None."""
     if not s.native[2]["counts"].get("failed"):
         return None

@@ -25,7 +25,7 @@ class Oracle(Backend):
         return Answer(json.dumps({"answer": truth["answer"]}, ensure_ascii=False))
 
 
-def _packed_truth(truth: dict[str, Any]) -> Any:
+def _packed_truth(truth: dict[str, Any]) -> object:
     if truth["kind"] == "grounding":
         return [list(truth["spans"][0])] if truth["spans"] else []
     return truth["answer"]
@@ -37,7 +37,7 @@ class Chance(Backend):
     def __init__(self, seed: int = 0):
         self.seed = seed
 
-    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+    def answer(self, request: Request, truth: dict[str, object] | None = None) -> Answer:
         shown, kind = request.meta.get("shown") or {}, request.meta.get("kind")
         if kind is None:
             raise UsageError("this baseline answers videoqa requests (built by avstack.tasks.videoqa.prompt)")

@@ -24,7 +24,7 @@ FORMATS = ("auto", "generic", "charades", "qvhighlights", "videomme", "egoschema
 GROUP_FIELDS = ("duration", "domain", "sub_category", "task_type", "category")  # reported per value
 
 
-def _span(v: Any, where: str) -> tuple[float, float]:
+def _span(v: object, where: str) -> tuple[float, float]:
     if isinstance(v, str):
         v = [p for p in re.split(r"[,\s;]+", v.strip("[] ")) if p]
     if not isinstance(v, (list, tuple)) or len(v) != 2:
@@ -35,7 +35,7 @@ def _span(v: Any, where: str) -> tuple[float, float]:
     return a, b
 
 
-def _options(v: Any, where: str) -> list[str]:
+def _options(v: object, where: str) -> list[str]:
     if isinstance(v, str):
         try:
             v = json.loads(v) if v.strip().startswith("[") else [p for p in v.split("|") if p.strip()]
@@ -48,7 +48,7 @@ def _options(v: Any, where: str) -> list[str]:
     return list(v)
 
 
-def generic_item(row: dict[str, Any], where: str) -> Item:
+def generic_item(row: dict[str, object], where: str) -> Item:
     """`id`, `video`, `question`, then `options` + `answer` (mcq), `answer` (open) or `answer_span`
     (grounding); optional `subtitles` and group fields."""
     if not isinstance(row, dict):
@@ -145,7 +145,7 @@ def charades_items(path: Path) -> tuple[list[Item], list[str]]:
     return items, errors
 
 
-def qvhighlights_item(row: dict[str, Any], where: str) -> Item:
+def qvhighlights_item(row: dict[str, object], where: str) -> Item:
     """QVHighlights: `qid`, `query`, `vid`, `relevant_windows` ([[start, end], ...], seconds)."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected an object, found {type(row).__name__}")
@@ -160,7 +160,7 @@ def qvhighlights_item(row: dict[str, Any], where: str) -> Item:
     return Item(str(row.get("qid")), f"{vid}.mp4", query, "grounding", spans=spans, source=where)
 
 
-def videomme_item(row: dict[str, Any], where: str, root: Path | None) -> Item:
+def videomme_item(row: dict[str, object], where: str, root: Path | None) -> Item:
     """Video-MME: `videoID`, `question_id`, `question`, `options` (["A. ..", ...]), `answer` (a
     letter), `duration`, `domain`, `task_type`; videos `video/{videoID}.mp4` (or `{videoID}.mp4`),
     subtitles `subtitle/{videoID}.srt` where there is one."""

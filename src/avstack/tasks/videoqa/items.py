@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from avstack.io import DataError
 
@@ -43,7 +42,7 @@ class Item:
     def letters(self) -> list[str]:
         return [chr(ord("A") + i) for i in range(len(self.options))]
 
-    def truth(self) -> dict[str, Any]:
+    def truth(self) -> dict[str, object]:
         return {"kind": self.kind, "answer": self.answer, "spans": [list(s) for s in self.spans]}
 
 
@@ -60,7 +59,7 @@ def option_text(option: str) -> str:
     return _LETTER.sub("", option, count=1).strip()
 
 
-def number(v: Any) -> float | None:
+def number(v: object) -> float | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)) and math.isfinite(v):
@@ -74,7 +73,7 @@ def number(v: Any) -> float | None:
     return None
 
 
-def required_text(v: Any, name: str, where: str) -> str:
+def required_text(v: object, name: str, where: str) -> str:
     if not isinstance(v, str) or not v.strip():
         raise DataError(f"{where}: {name!r} must be a non-empty text; found {v!r:.60}")
     return v.strip()

@@ -39,7 +39,7 @@ def egoschema_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
     if not isinstance(answers, dict):
         raise DataError(f"{answers_file}: expected {{q_uid: option index}}; found {type(answers).__name__}")
 
-    def read(row: dict[str, Any], where: str) -> list[Item]:
+    def read(row: dict[str, object], where: str) -> list[Item]:
         uid = required_text(row.get("q_uid"), "q_uid", where)
         options = [row.get(f"option {i}") for i in range(5)]
         if not all(isinstance(o, str) and o.strip() for o in options):
@@ -68,7 +68,7 @@ def nlq_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
     errors: list[str] = []
     skipped = 0
 
-    def read_clip(clip: Any, where: str) -> list[Item]:
+    def read_clip(clip: object, where: str) -> list[Item]:
         nonlocal skipped
         if not isinstance(clip, dict):
             raise DataError(f"{where}: expected a clip object, found {type(clip).__name__}")
@@ -108,7 +108,7 @@ def nlq_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
     return items, errors
 
 
-def nlq_key(item_id: str) -> dict[str, Any]:
+def nlq_key(item_id: str) -> dict[str, object]:
     """(clip_uid, annotation_uid, query_idx) of an NLQ item, as the challenge's submission names it."""
     clip_uid, ann_uid, q = item_id.rsplit("/", 2)
     return {"clip_uid": clip_uid, "annotation_uid": ann_uid, "query_idx": int(q)}
@@ -119,7 +119,7 @@ def nlq_key(item_id: str) -> dict[str, Any]:
 _HMS = re.compile(r"(\d+):(\d{2}):(\d{2}(?:\.\d+)?)")
 
 
-def first_timestamp_s(text: Any) -> float | None:
+def first_timestamp_s(text: object) -> float | None:
     """The first time of a `relevant_timestamps` value ("HH:MM:SS - HH:MM:SS", or a list of them)."""
     if isinstance(text, list):
         text = " ".join(str(t) for t in text)
@@ -134,7 +134,7 @@ def hourvideo_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
     errors: list[str] = []
     release = path.parent
 
-    def read_video(entry: Any, where: str) -> list[Item]:
+    def read_video(entry: object, where: str) -> list[Item]:
         video_uid = where.rsplit(" ", 1)[-1]
         if not isinstance(entry, dict) or not isinstance(entry.get("benchmark_dataset"), list):
             raise DataError(f"{where}: expected {{'video_metadata', 'benchmark_dataset': [MCQ, ...]}}")
@@ -150,7 +150,7 @@ def hourvideo_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
     return each_row(((uid, v) for uid, v in data.items()), f"{path}: video ", read_video, errors), errors
 
 
-def _hourvideo_mcq(mcq: Any, where: str, video_uid: str, video: str, release: Path, root: Path | None) -> Item:
+def _hourvideo_mcq(mcq: object, where: str, video_uid: str, video: str, release: Path, root: Path | None) -> Item:
     if not isinstance(mcq, dict):
         raise DataError(f"{where}: expected an object, found {type(mcq).__name__}")
     qid = required_text(str(mcq.get("qid") or ""), "qid", where)
@@ -195,7 +195,7 @@ def egoplan_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]
     it takes the clip cut there (`{sample_id}.mp4`, as lmms-eval ships them) and names a sample
     without one."""
 
-    def read(row: dict[str, Any], where: str) -> list[Item]:
+    def read(row: dict[str, object], where: str) -> list[Item]:
         sid = str(row.get("sample_id", "")).strip()
         if not sid:
             raise DataError(f"{where}: no sample_id")
@@ -249,13 +249,13 @@ READERS: dict[str, Callable[[Path, Path | None], tuple[list[Item], list[str]]]] 
 }
 
 
-def submissions(items: list[Item], predictions: list[dict[str, Any]]) -> dict[str, Any]:
+def submissions(items: list[Item], predictions: list[dict[str, Any]]) -> dict[str, object]:
     """The files the benchmarks' servers take, by file name: EgoSchema's `{q_uid: option index}`
     (every question answered with a letter) and Ego4D NLQ's challenge JSON (ranked windows in
     seconds from the clip's start, each query by clip_uid, annotation_uid and its original
     query_idx). None for a benchmark not among the items."""
     answered = {str(p.get("id")): p.get("prediction") or {} for p in predictions if not p.get("error")}
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     ego = [it for it in items if it.protocol == "egoschema"]
     if ego:
         picks = {it.id: str(answered.get(it.id, {}).get("answer") or "") for it in ego}

@@ -35,19 +35,19 @@ def pack_id(items: list[Item]) -> str:
     return PACK_PREFIX + (items[0].id if len(items) == 1 else f"{items[0].video}#{len(items)}")
 
 
-def pack_truth(items: list[Item]) -> dict[str, Any]:
+def pack_truth(items: list[Item]) -> dict[str, object]:
     """What only an oracle may see: every question's truth, by its number in the pack."""
     return {"kind": "packed", "items": {str(n): it.truth() for n, it in enumerate(items, 1)}}
 
 
-def parse_pack(text: str, items: list[Item]) -> tuple[dict[str, Any], str | None]:
+def parse_pack(text: str, items: list[Item]) -> tuple[dict[str, object], str | None]:
     """Each question's prediction from {"answers": {"1": ..., "2": ...}} (a number's value told
     as that question asks: a letter, [s, e], [[s, e], ...], a text); a question left out is unparsed."""
     obj = json_object(text)
     answers = obj.get("answers") if isinstance(obj, dict) else None
     if not isinstance(answers, dict):
         return {"answers": {}}, 'no {"answers": {...}} object in the answer'
-    out: dict[str, Any] = {}
+    out: dict[str, tuple[dict[str, object], str | None]] = {}
     for n, item in enumerate(items, 1):
         value = answers.get(str(n), answers.get(n))
         if value is None:
@@ -56,7 +56,7 @@ def parse_pack(text: str, items: list[Item]) -> tuple[dict[str, Any], str | None
     return {"answers": {k: {"prediction": p, "parse_error": e} for k, (p, e) in out.items()}}, None
 
 
-def _as_text(value: Any, item: Item) -> str:
+def _as_text(value: object, item: Item) -> str:
     """A packed answer's value as the single-question parser reads it."""
     if item.kind == "grounding" and isinstance(value, list):
         if value and all(isinstance(w, list) for w in value):
@@ -68,7 +68,7 @@ def _as_text(value: Any, item: Item) -> str:
     return json.dumps({"answer": str(value)}) if item.kind != "grounding" else str(value)
 
 
-def unpacked(pack: dict[str, Any], items: list[Item], id_field: str = "id") -> list[dict[str, Any]]:
+def unpacked(pack: dict[str, Any], items: list[Item], id_field: str = "id") -> list[dict[str, object]]:
     """Each question's prediction line from its pack's line."""
     answers = (pack.get("prediction") or {}).get("answers") or {}
     lines = []

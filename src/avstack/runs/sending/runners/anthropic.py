@@ -54,7 +54,7 @@ class Anthropic(Backend):
         self.temperature: float | None = options.temperature if _takes("temperature") else None
         self._client: Any = None
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> dict[str, object]:
         said = super().settings()
         if self.temperature is None:
             said["temperature_note"] = "not sent: the installed anthropic SDK's Messages API takes no temperature"
@@ -72,19 +72,19 @@ class Anthropic(Backend):
             )
         return None
 
-    def body(self, request: Request) -> dict[str, Any]:
+    def body(self, request: Request) -> dict[str, object]:
         """The Messages API's request body (what `messages.create` and a batch's `params` take)."""
-        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, **to_anthropic(request)}
+        body: dict[str, object] = {"model": self.model, "max_tokens": self.max_tokens, **to_anthropic(request)}
         if self.temperature is not None:
             body["temperature"] = self.temperature
         return body
 
-    def _make_client(self) -> Any:
+    def _make_client(self) -> object:
         if not self._key:
             raise FatalError("anthropic: no API key (set ANTHROPIC_API_KEY)")
         return self._sdk.Anthropic(api_key=self._key, base_url=self.base_url, max_retries=0, timeout=self.timeout)
 
-    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+    def answer(self, request: Request, truth: dict[str, object] | None = None) -> Answer:
         sdk = self._sdk
         if self._client is None:
             self._client = self._make_client()
@@ -100,7 +100,7 @@ class Anthropic(Backend):
         usage = resp.usage.model_dump(exclude_none=True) if getattr(resp, "usage", None) else {}
         return Answer(text, usage)
 
-    def batch_client(self) -> Any:
+    def batch_client(self) -> object:
         """Message Batches through the same client (avstack.runs.sending.batch_api)."""
         from avstack.runs.sending.batch_api import AnthropicBatchClient
 

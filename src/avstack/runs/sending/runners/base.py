@@ -18,7 +18,7 @@ RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})  # HTTP codes
 FATAL_STATUS = frozenset({401, 403, 404})  # bad key, no access, unknown model or wrong URL: stop the run
 
 # The one place back-end defaults live (CLI options, ablate and the constructors read them).
-DEFAULTS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 2048, "timeout": 120.0, "json_mode": True}
+DEFAULTS: dict[str, object] = {"temperature": 0.0, "max_tokens": 2048, "timeout": 120.0, "json_mode": True}
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def flag_of(name: str) -> str:
 @dataclass
 class Answer:
     text: str
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, object] = field(default_factory=dict)
 
 
 class TransientError(RuntimeError):
@@ -119,7 +119,7 @@ class Backend(ABC):
     name = "backend"
 
     @abstractmethod
-    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+    def answer(self, request: Request, truth: dict[str, object] | None = None) -> Answer:
         """Answer one request. `truth` is the item's ground truth; only an oracle may read it."""
 
     def __repr__(self) -> str:  # the model and where it is served; never the key
@@ -136,7 +136,7 @@ class Backend(ABC):
     # the attributes the run records about this back-end, in this order (never a key)
     recorded: tuple[str, ...] = ()
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> dict[str, object]:
         """What the run records about this back-end (never a key): its `recorded` attributes."""
         return {name: getattr(self, name) for name in self.recorded}
 
@@ -152,7 +152,7 @@ class Backend(ABC):
         """The provider's batch API (runs.batch), or None: this back-end has no batch mode."""
         return None
 
-    def body(self, request: Request) -> dict[str, Any] | None:
+    def body(self, request: Request) -> dict[str, object] | None:
         """The body this back-end sends for a request, where it can tell (the plan digests it, so a
         run's bodies can be held to the plan); None: it cannot."""
         return None

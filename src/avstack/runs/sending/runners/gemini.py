@@ -35,7 +35,7 @@ class Gemini(Backend):
         self.temperature, self.max_tokens, self.json_mode = options.temperature, options.max_tokens, options.json_mode
         self.poll_s, self.max_wait_s = poll_s, max_wait_s
         key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
-        http: dict[str, Any] = {"timeout": int(options.timeout * 1000)}
+        http: dict[str, object] = {"timeout": int(options.timeout * 1000)}
         if self.base_url:
             # the API version Google's own endpoint defaults to, also behind another base URL (a
             # proxy, a local server): the client sent /v1/ there, where batch mode is not served
@@ -82,7 +82,7 @@ class Gemini(Backend):
                 out.append(t.Part.from_bytes(data=path.read_bytes(), mime_type=mime_of(path)))
         return out
 
-    def config(self, request: Request) -> Any:
+    def config(self, request: Request) -> object:
         return self._types.GenerateContentConfig(
             system_instruction=request.system or None,
             temperature=self.temperature,
@@ -90,7 +90,7 @@ class Gemini(Backend):
             response_mime_type="application/json" if self.json_mode else None,
         )
 
-    def inlined(self, request: Request) -> dict[str, Any]:
+    def inlined(self, request: Request) -> dict[str, object]:
         """The request as one inlined request of a batch (avstack.runs.sending.batch_api)."""
         return {
             "contents": [self._types.Content(role="user", parts=self.parts(request))],
@@ -103,13 +103,13 @@ class Gemini(Backend):
         text = sum(len(p.text) for p in request.parts if isinstance(p, Text)) + len(request.system)
         return sum(request.path_of(p).stat().st_size * 4 // 3 for p in media) + text + 1024
 
-    def batch_client(self) -> Any:
+    def batch_client(self) -> object:
         """Gemini's batch mode through the same client (avstack.runs.sending.batch_api)."""
         from avstack.runs.sending.batch_api import GeminiBatchClient
 
         return GeminiBatchClient(self._client, self.model, self.inlined, self.inlined_size)
 
-    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+    def answer(self, request: Request, truth: dict[str, object] | None = None) -> Answer:
         t = self._types
         config = self.config(request)
         contents = [t.Content(role="user", parts=self.parts(request))]
@@ -137,6 +137,6 @@ class Gemini(Backend):
             self._uploads.clear()
 
 
-def _state(f: Any) -> str:
+def _state(f: object) -> str:
     state = getattr(f, "state", None)
     return str(getattr(state, "name", state) or "ACTIVE")

@@ -137,7 +137,7 @@ class HFLocal(Backend):
         system = [{"role": "system", "content": request.system}] if request.system else []
         return [*system, {"role": "user", "content": user}]
 
-    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+    def answer(self, request: Request, truth: dict[str, object] | None = None) -> Answer:
         why = self.refuses(request)
         if why:
             raise UsageError(why)

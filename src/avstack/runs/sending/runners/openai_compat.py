@@ -1,4 +1,4 @@
-"""Any OpenAI-compatible chat-completions server (OpenAI, Azure OpenAI, vLLM, SGLang, Ollama,
+"""object OpenAI-compatible chat-completions server (OpenAI, Azure OpenAI, vLLM, SGLang, Ollama,
 DashScope) through the official `openai` client.
 
 The client's own retries are off: ours (run engine) keep Retry-After, backoff and the
@@ -78,7 +78,7 @@ class OpenAICompat(Backend):
         self._key = key
         self._client: Any = None  # made on first use, again after close()
 
-    def _make_client(self, key: str) -> Any:
+    def _make_client(self, key: str) -> object:
         openai = self._openai
         # the client's default pool (keep-alive, up to 1000 connections) serves any concurrency
         self._no_auth = {} if key else {"extra_headers": {"Authorization": openai.Omit()}}
@@ -92,7 +92,7 @@ class OpenAICompat(Backend):
             )
         return openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url, **common)
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> dict[str, object]:
         return super().settings() | {"audio_format": self.sound_format()}
 
     def sound_format(self) -> str:
@@ -159,9 +159,9 @@ class OpenAICompat(Backend):
         """llama.cpp or vllm, as the server says (its prefix cache); None for OpenAI's own API."""
         return (self.probe.kind() or None) if self.probe is not None else None
 
-    def body(self, request: Request) -> dict[str, Any]:
+    def body(self, request: Request) -> dict[str, object]:
         sent_as = (self.audio_as, self.video_as, self.sound_format())
-        body: dict[str, Any] = {
+        body: dict[str, object] = {
             "model": self.model,
             "messages": to_openai(request, "data", self.image_detail, *sent_as),
             "temperature": self.temperature,
@@ -176,7 +176,7 @@ class OpenAICompat(Backend):
             body["prompt_cache_key"] = prefix_digest(request)
         return body
 
-    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+    def answer(self, request: Request, truth: dict[str, object] | None = None) -> Answer:
         openai = self._openai
         if self._client is None:
             self._client = self._make_client(self._key)
@@ -229,7 +229,7 @@ class OpenAICompat(Backend):
         self.video_as = "input_video"
         return True
 
-    def batch_client(self) -> Any:
+    def batch_client(self) -> object:
         """The official client and the request bodies, for the Batch API (avstack.runs.sending.batch_api)."""
         from avstack.runs.sending.batch_api import BatchClient
 

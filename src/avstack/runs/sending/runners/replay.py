@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from avstack.prompting.messages import Request
 from avstack.runs.sending.runners.base import Answer, Backend, BackendOptions
@@ -26,7 +25,7 @@ class Replay(Backend):
             if key is not None and text is not None:
                 self.answers[str(key)] = text if isinstance(text, str) else json.dumps(text)
 
-    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+    def answer(self, request: Request, truth: dict[str, object] | None = None) -> Answer:
         key = str(request.meta.get("clip_id"))
         if key not in self.answers:
             raise KeyError(f"replay file has no answer for {key!r}")

@@ -50,14 +50,14 @@ class ServerProbe:
         self.root = base_url.rstrip("/").removesuffix("/v1")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.timeout = timeout
-        self._props: dict[str, Any] | None = None
+        self._props: dict[str, object] | None = None
         self._asked_props = False
         self._kind: str | None = None  # "llama.cpp", "vllm" or "" (neither), once asked
         self._merges: bool | None = None  # whether it merges adjacent pictures, once asked
         self._text_counts: TextCounts | None = None  # counted texts, by the server's identity
         self._lock = threading.Lock()  # the run's threads ask at once: the server is asked once
 
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
+    def _call(self, method: str, path: str, body: object = None) -> Any:
         try:
             r = self._httpx.request(method, self.root + path, json=body, headers=self._headers, timeout=self.timeout)
         except self._httpx.HTTPError:
@@ -69,7 +69,7 @@ class ServerProbe:
         except json.JSONDecodeError:
             return None
 
-    def props(self) -> dict[str, Any] | None:
+    def props(self) -> dict[str, object] | None:
         """llama.cpp's /props, or None where the server has none."""
         with self._lock:
             if not self._asked_props:
@@ -156,7 +156,7 @@ class ServerProbe:
         return {"llama.cpp": "the server's tokenizer (llama.cpp /apply-template + /tokenize)",
                 "vllm": "the server's tokenizer (vLLM /tokenize, media left out)"}.get(self._kind or "")  # fmt: skip
 
-    def _count_llama_cpp(self, messages: Sequence[dict[str, Any]]) -> int | None:
+    def _count_llama_cpp(self, messages: Sequence[dict[str, object]]) -> int | None:
         marker = (self.props() or {}).get("media_marker")
         rendered = self._call("POST", "/apply-template", {"messages": [stub_media(m) for m in messages]})
         if not isinstance(rendered, dict) or not isinstance(rendered.get("prompt"), str):
@@ -172,7 +172,7 @@ class ServerProbe:
             total += len(got["tokens"])
         return total
 
-    def _count_vllm(self, model: str, messages: Sequence[dict[str, Any]]) -> int | None:
+    def _count_vllm(self, model: str, messages: Sequence[dict[str, object]]) -> int | None:
         text_only = [without_media(m) for m in messages]
         got = self._call("POST", "/tokenize", {"model": model, "messages": text_only})
         count = got.get("count") if isinstance(got, dict) else None
@@ -194,12 +194,12 @@ def png_url(rgb: tuple[int, int, int], size: int = 56) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode()
 
 
-def _content(message: dict[str, Any]) -> list[Any] | None:
+def _content(message: dict[str, object]) -> list[Any] | None:
     content = message.get("content")
     return content if isinstance(content, list) else None
 
 
-def stub_media(message: dict[str, Any]) -> dict[str, Any]:
+def stub_media(message: dict[str, object]) -> dict[str, object]:
     """The message with every image standing as a 1 x 1 PNG (the template only marks where it
     goes) and no other media (the plan does not count them by the text)."""
     content = _content(message)
@@ -211,7 +211,7 @@ def stub_media(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": parts}
 
 
-def without_media(message: dict[str, Any]) -> dict[str, Any]:
+def without_media(message: dict[str, object]) -> dict[str, object]:
     content = _content(message)
     if content is None:
         return message
