@@ -26,7 +26,7 @@ from typing import Any
 
 from avstack.io import DataError
 from avstack.tasks.videoqa.items import Item, lettered, required_text
-from avstack.tasks.videoqa.shipped import each_row, listed_rows, load_json, objects, video_at
+from avstack.tasks.videoqa.shipped import each_row, listed_rows, load_json, objects, table_rows, video_at
 
 VIDEOMME2_STRUCTURES = {
     "[1, 2, 3, 4]": ((1,), (2,), (3,), (4,)),
@@ -84,8 +84,6 @@ def _mme2_options(v: Any, where: str) -> tuple[str, ...]:
 
 def videomme2_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
     """Video-MME-v2's `test.parquet` rows (or the same columns as JSONL/JSON)."""
-    from avstack.tasks.videoqa.data import table_rows
-
     errors: list[str] = []
     items: list[Item] = []
     for lineno, row in table_rows(path):
@@ -266,8 +264,6 @@ def dailyomni_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
 
 
 def avspeaker_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
-    from avstack.tasks.videoqa.data import table_rows
-
     errors: list[str] = []
     items: list[Item] = []
     for lineno, row in table_rows(path):
@@ -391,8 +387,6 @@ READERS: dict[str, Callable[[Path, Path | None], tuple[list[Item], list[str]]]] 
 
 
 def _first(path: Path) -> Iterator[Any]:
-    from avstack.tasks.videoqa.data import table_rows
-
     if path.suffix.lower() == ".json":
         try:
             data = load_json(path)

@@ -7,16 +7,15 @@ in order) is a counted error naming the file and line; the rest go on.
 
 from __future__ import annotations
 
-import csv
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from avstack.errors import UsageError
 from avstack.io import DataError
 from avstack.tasks.videoqa.items import Item, lettered, number, option_text, required_text
+from avstack.tasks.videoqa.shipped import table_rows
 
 KINDS = ("mcq", "open", "grounding")
 FORMATS = ("auto", "generic", "charades", "qvhighlights", "videomme", "egoschema", "nlq", "hourvideo", "egoplan",
@@ -88,33 +87,6 @@ def generic_item(row: dict[str, object], where: str) -> Item:
             raise DataError(f"{where}: answer {answer!r} is neither an option letter ({''.join(letters)}) nor option")
         return Item(kind="mcq", options=options, answer=letter, **common)
     return Item(kind="open", answer=required_text(row.get("answer"), "answer", where), **common)
-
-
-def table_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line, row) of a JSONL, JSON (a list), CSV or Parquet file."""
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        yield from enumerate(pq.read_table(path).to_pylist(), 1)
-        return
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text ({exc})") from None
-    if suffix == ".csv":
-        yield from enumerate(csv.DictReader(text.splitlines()), 2)
-        return
-    if suffix == ".json":
-        data = json.loads(text)
-        yield from enumerate(data if isinstance(data, list) else [data], 1)
-        return
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield lineno, DataError(f"{path}:{lineno}: not JSON ({exc.msg})")
 
 
 def charades_items(path: Path) -> tuple[list[Item], list[str]]:

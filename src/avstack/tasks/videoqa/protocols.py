@@ -7,7 +7,7 @@ in score.json and docs/benchmarks/audiovisual.md.
   (relevance) or by the leading run of right answers through the group's structure (logic). A
   failed extraction is wrong here; the official script scores it -1, which lowers a relevance sum
   and passes as right in its logic step.
-- WorldSense: the first A-D (VLMEvalKit's); accuracy and its six breakdowns.
+- WorldSense: the first standalone A-D (VLMEvalKit's); accuracy and its six breakdowns.
 - Daily-Omni: the first A-D after the answer marker; accuracy both ways: the paper's (a failed or
   skipped item left out of the denominator) and every item counted (a failure is wrong).
 - AV-SpeakerBench: prefixes stripped, punctuation to spaces, the first token that is a choice
@@ -51,8 +51,8 @@ def videomme2_letter(text: str, letters: Sequence[str]) -> str | None:
 
 
 def worldsense_letter(text: str, letters: Sequence[str]) -> str | None:
-    found = re.search(r"[ABCD]", text)
-    return found.group(0) if found else None
+    found = re.search(r"\b([ABCD])\b", text)  # standalone: "Based on ..., C" is C (lmms-eval's parser reads B)
+    return found.group(1) if found else None
 
 
 def dailyomni_letter(text: str, letters: Sequence[str]) -> str | None:

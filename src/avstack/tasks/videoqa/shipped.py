@@ -6,8 +6,9 @@ named; a bad row is an error naming the file and the row, and the rest go on."""
 
 from __future__ import annotations
 
+import csv
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +64,30 @@ def listed_rows(path: Path, what: str, unit: str, read: Read, data: Any = None) 
     errors: list[str] = []
     items = each_row(enumerate(data), f"{path}: {unit} #", lambda row, where: read(objects(row, where), where), errors)
     return items, errors
+
+
+def table_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line, row) of a JSONL, JSON (a list), CSV or Parquet file."""
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        yield from enumerate(pq.read_table(path).to_pylist(), 1)
+        return
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc})") from None
+    if suffix == ".csv":
+        yield from enumerate(csv.DictReader(text.splitlines()), 2)
+        return
+    if suffix == ".json":
+        data = json.loads(text)
+        yield from enumerate(data if isinstance(data, list) else [data], 1)
+        return
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield lineno, DataError(f"{path}:{lineno}: not JSON ({exc.msg})")

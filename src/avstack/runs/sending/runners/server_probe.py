@@ -55,7 +55,7 @@ class ServerProbe:
         self._kind: str | None = None  # "llama.cpp", "vllm" or "" (neither), once asked
         self._merges: bool | None = None  # whether it merges adjacent pictures, once asked
         self._text_counts: TextCounts | None = None  # counted texts, by the server's identity
-        self._lock = threading.Lock()  # the run's threads ask at once: the server is asked once
+        self._lock = threading.RLock()  # the run's threads ask at once: asked once; re-entered (merges asks kind)
 
     def _call(self, method: str, path: str, body: object = None) -> Any:
         try:
