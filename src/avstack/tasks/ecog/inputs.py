@@ -8,21 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from avstack.options import TASK, option
+from avstack.tasks.shared_inputs import asr_source, prompt_folder
 
 
 @dataclass(frozen=True)
 class EcogInputs:
     """EcoG's own options, named as their flags."""
 
-    asr: str | None = option(
-        None,
-        "whose words the ASR block shows: whisper (ours, prepared) or source (the dataset's own); default ours",
-        panel=TASK,
-    )
+    asr: str | None = asr_source()
     coord_order: str = option("xy", "ecog: xy or yx (the order of a point's coordinates in answers)", panel=TASK)
-    prompt: Path | None = option(
-        None, "A folder of prompt templates (system.j2, user.j2; see README); default: the shipped ones", panel=TASK
-    )
+    prompt: Path | None = prompt_folder()
 
     def options(self) -> Any:
         """The prompt builder's options (tasks.ecog.prompt.EcogOptions) of these inputs."""

@@ -26,7 +26,7 @@ from typing import Any
 
 from avstack.io import DataError
 from avstack.tasks.videoqa.items import Item, lettered, required_text
-from avstack.tasks.videoqa.shipped import each_row, listed_rows, load_json, objects, table_rows, video_at
+from avstack.tasks.videoqa.shipped import each_row, listed_rows, load_json, objects, table_items, table_rows, video_at
 
 VIDEOMME2_STRUCTURES = {
     "[1, 2, 3, 4]": ((1,), (2,), (3,), (4,)),
@@ -84,17 +84,7 @@ def _mme2_options(v: Any, where: str) -> tuple[str, ...]:
 
 def videomme2_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
     """Video-MME-v2's `test.parquet` rows (or the same columns as JSONL/JSON)."""
-    errors: list[str] = []
-    items: list[Item] = []
-    for lineno, row in table_rows(path):
-        where = f"{path}:{lineno}"
-        try:
-            if isinstance(row, DataError):
-                raise row
-            items.append(_videomme2_item(objects(row, where), where, root))
-        except DataError as exc:
-            errors.append(str(exc))
-    return items, errors
+    return table_items(path, lambda row, where: _videomme2_item(row, where, root))
 
 
 def _videomme2_item(row: dict[str, Any], where: str, root: Path | None) -> Item:
@@ -264,17 +254,7 @@ def dailyomni_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
 
 
 def avspeaker_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
-    errors: list[str] = []
-    items: list[Item] = []
-    for lineno, row in table_rows(path):
-        where = f"{path}:{lineno}"
-        try:
-            if isinstance(row, DataError):
-                raise row
-            items.append(_avspeaker_item(objects(row, where), where))
-        except DataError as exc:
-            errors.append(str(exc))
-    return items, errors
+    return table_items(path, _avspeaker_item)
 
 
 def _avspeaker_item(row: dict[str, Any], where: str) -> Item:

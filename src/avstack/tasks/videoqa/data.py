@@ -15,7 +15,7 @@ from typing import Any
 from avstack.errors import UsageError
 from avstack.io import DataError
 from avstack.tasks.videoqa.items import Item, lettered, number, option_text, required_text
-from avstack.tasks.videoqa.shipped import table_rows
+from avstack.tasks.videoqa.shipped import table_items, table_rows
 
 KINDS = ("mcq", "open", "grounding")
 FORMATS = ("auto", "generic", "charades", "qvhighlights", "videomme", "egoschema", "nlq", "hourvideo", "egoplan",
@@ -194,21 +194,12 @@ def load_questions(path: str | Path, fmt: str = "auto", root: str | Path | None 
         items, errors = charades_items(path)
     elif fmt in READERS or fmt in AUDIOVISUAL:
         items, errors = (READERS | AUDIOVISUAL)[fmt](path, root)
+    elif fmt == "qvhighlights":
+        items, errors = table_items(path, qvhighlights_item)
+    elif fmt == "videomme":
+        items, errors = table_items(path, lambda row, where: videomme_item(row, where, root))
     else:
-        items, errors = [], []
-        for lineno, row in table_rows(path):
-            where = f"{path}:{lineno}"
-            try:
-                if isinstance(row, DataError):
-                    raise row
-                if fmt == "qvhighlights":
-                    items.append(qvhighlights_item(row, where))
-                elif fmt == "videomme":
-                    items.append(videomme_item(row, where, root))
-                else:
-                    items.append(generic_item(row, where))
-            except DataError as exc:
-                errors.append(str(exc))
+        items, errors = table_items(path, generic_item)
     return _checked(items, errors, root, path)
 
 

@@ -7,15 +7,12 @@ from pathlib import Path
 
 from avstack.errors import UsageError
 from avstack.options import TASK, option
+from avstack.tasks.shared_inputs import asr_source, checked_asr_source, prompt_folder
 
 NEEDS = (
     "--task videoqa needs the PREPARED folder and --questions FILE "
     "(JSONL/CSV, or Charades-STA, QVHighlights, Video-MME)"
 )
-
-
-# the same words as EcoG's --asr (tasks sharing an option share its declaration)
-ASR_HELP = "whose words the ASR block shows: whisper (ours, prepared) or source (the dataset's own); default ours"
 
 
 @dataclass(frozen=True)
@@ -33,14 +30,11 @@ class VideoqaInputs:
         "egoplan, videomme2, worldsense, dailyomni, avspeaker or egolife",
         panel=TASK,
     )
-    asr: str | None = option(None, ASR_HELP, panel=TASK)
-    prompt: Path | None = option(
-        None, "A folder of prompt templates (system.j2, user.j2; see README); default: the shipped ones", panel=TASK
-    )
+    asr: str | None = asr_source()
+    prompt: Path | None = prompt_folder()
 
     def __post_init__(self) -> None:
-        if self.asr not in (None, "whisper", "source"):
-            raise UsageError(f"--asr: expected whisper or source; found {self.asr!r}")
+        checked_asr_source(self.asr)
 
     def questions_file(self) -> Path:
         if self.questions is None:

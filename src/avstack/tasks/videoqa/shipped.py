@@ -91,3 +91,19 @@ def table_rows(path: Path) -> Iterator[tuple[int, Any]]:
                 yield lineno, json.loads(line)
             except json.JSONDecodeError as exc:
                 yield lineno, DataError(f"{path}:{lineno}: not JSON ({exc.msg})")
+
+
+def table_items(path: Path, read: Callable[[dict[str, Any], str], Item]) -> tuple[list[Item], list[str]]:
+    """The items of a table (JSONL, JSON list, CSV, Parquet), a row each, and its bad rows, named
+    by file and line."""
+    items: list[Item] = []
+    errors: list[str] = []
+    for lineno, row in table_rows(path):
+        where = f"{path}:{lineno}"
+        try:
+            if isinstance(row, DataError):
+                raise row
+            items.append(read(objects(row, where), where))
+        except DataError as exc:
+            errors.append(str(exc))
+    return items, errors
