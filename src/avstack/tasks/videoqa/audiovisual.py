@@ -69,6 +69,30 @@ def _choices(v: Any, where: str, name: str) -> tuple[str, ...]:
     return lettered(list(v))
 
 
+def _mcq(
+    row: dict[str, Any],
+    at: tuple[str, str, str],
+    options: tuple[str, ...],
+    fields: tuple[str, str],
+    answer_where: str | None = None,
+    **more: Any,
+) -> Item:
+    """A multiple-choice item: `at` its id, video and where it was read; `fields` the row's names
+    for its question and its answer letter (each benchmark names them its own way)."""
+    key, video, where = at
+    question, answer = fields
+    return Item(
+        key,
+        video,
+        required_text(row.get(question), question, where),
+        "mcq",
+        options,
+        _letter(row.get(answer), options, answer_where or where),
+        source=where,
+        **more,
+    )
+
+
 # ------------------------------------------------------------------------------------ Video-MME-v2
 
 
@@ -114,15 +138,13 @@ def _videomme2_item(row: dict[str, Any], where: str, root: Path | None) -> Item:
     for head in ("level", "second_head", "third_head"):  # on the last question of each group only
         if _text(row.get(head)):
             facts[head] = _text(row.get(head))
-    return Item(
-        qid,
-        video_at(root, vid, ("videos/{uid}.mp4", "video/{uid}.mp4", "{uid}.mp4")),
-        required_text(row.get("question"), "question", where),
-        "mcq",
+    return _mcq(
+        row,
+        (qid, video_at(root, vid, ("videos/{uid}.mp4", "video/{uid}.mp4", "{uid}.mp4")), where),
         options,
-        _letter(row.get("answer"), options, f"{where}: question {qid}"),
+        ("question", "answer"),
+        answer_where=f"{where}: question {qid}",
         subtitles=subs,
-        source=where,
         protocol="videomme2",
         facts=facts,
     )
@@ -156,16 +178,13 @@ def _worldsense_item(
         ),
         None,
     )
-    return Item(
-        key,
-        video_at(root, vid, ("videos/{uid}.mp4", "{uid}.mp4")),
-        required_text(task.get("question"), "question", where),
-        "mcq",
+    return _mcq(
+        task,
+        (key, video_at(root, vid, ("videos/{uid}.mp4", "{uid}.mp4")), where),
         options,
-        _letter(task.get("answer"), options, where),
+        ("question", "answer"),
         subtitles=subs,
         groups=_worldsense_groups(video | task),
-        source=where,
         protocol="worldsense",
     )
 
@@ -209,16 +228,13 @@ def _worldsense_flat(row: dict[str, Any], where: str, root: Path | None) -> Item
     subs = _text(row.get("subtitle_path")) or None
     if subs and root is not None and not (root / subs).is_file():
         subs = None  # lmms-eval's task crashes here; a question without its subtitles is asked without them
-    return Item(
-        key,
-        video,
-        required_text(row.get("question"), "question", where),
-        "mcq",
+    return _mcq(
+        row,
+        (key, video, where),
         options,
-        _letter(row.get("answer"), options, where),
+        ("question", "answer"),
         subtitles=subs,
         groups=_worldsense_groups(row),
-        source=where,
         protocol="worldsense",
     )
 
@@ -233,15 +249,12 @@ def dailyomni_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
         groups = {name: _text(row.get(k)) for k, name in DAILYOMNI_GROUPS.items() if _text(row.get(k))}
         key = f"{vid}_{where.rsplit('#', 1)[-1]}"  # the file has no question id: the video and the row
         return [
-            Item(
-                key,
-                f"Videos/{vid}/{vid}_video.mp4",
-                required_text(row.get("Question"), "Question", where),
-                "mcq",
+            _mcq(
+                row,
+                (key, f"Videos/{vid}/{vid}_video.mp4", where),
                 options,
-                _letter(row.get("Answer"), options, where),
+                ("Question", "Answer"),
                 groups=groups,
-                source=where,
                 protocol="dailyomni",
                 media={"sound": f"Videos/{vid}/{vid}_audio.wav"},
             )
@@ -264,15 +277,12 @@ def _avspeaker_item(row: dict[str, Any], where: str) -> Item:
         for role, field in (("video", "audio_visual_path"), ("silent", "visual_path"), ("sound", "audio_path"))
     }
     options = _choices(row.get("choices"), where, "choices")
-    return Item(
-        key,
-        files["video"],
-        required_text(row.get("question"), "question", where),
-        "mcq",
+    return _mcq(
+        row,
+        (key, files["video"], where),
         options,
-        _letter(row.get("answer"), options, where),
+        ("question", "answer"),
         groups={"task_id": _text(row.get("task_id")) or "none"},
-        source=where,
         protocol="avspeaker",
         media={"silent": files["silent"], "sound": files["sound"]},
     )
@@ -339,15 +349,12 @@ def egolife_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]
             )
         video, until_s = seen
         return [
-            Item(
-                key,
-                video,
-                required_text(row.get("question"), "question", here),
-                "mcq",
+            _mcq(
+                row,
+                (key, video, here),
                 options,
-                _letter(row.get("answer"), options, here),
+                ("question", "answer"),
                 groups={"type": _text(row.get("type")) or "none"},
-                source=here,
                 protocol="egolife",
                 until_s=until_s,
                 facts={"query_time": f"{query.get('date')} {query.get('time')}"},
