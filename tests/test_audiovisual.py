@@ -494,3 +494,40 @@ def test_avspeaker_each_arm_sends_its_own_file(av, recording_server, tmp_path):
     # the video arm sends audio_visual_path, the silent arm visual_path: each question's own file
     assert sorted(videos) == sorted(shipped(f"{d}/s{k}.mp4") for d in ("av", "visual") for k in (1, 2))
     assert json.loads((out / "silent" / "run.json").read_text())["stack"] == "silent"
+
+
+def test_videomme2_reads_its_parquet_as_its_jsonl(av, tmp_path):
+    """The release's own file is test.parquet: the same rows as Parquet are the same items."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    root, _, files = av
+    rows = [json.loads(x) for x in files["videomme2"].read_text().splitlines()]
+    path = tmp_path / "test.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    assert detect_format(path) == "videomme2"
+    from_parquet, errors = load_questions(path, "auto", root)
+    from_jsonl, _ = load_questions(files["videomme2"], "auto", root)
+    assert from_parquet == from_jsonl and [it.facts for it in from_parquet] == [it.facts for it in from_jsonl]
+    assert len(errors) == 1 and "001-9" in errors[0]
+
+
+@pytest.mark.parametrize("name,group", [("avspeaker", "task_id"), ("egolife", "type")])
+@pytest.mark.parametrize("model", ["oracle", "chance:5"])
+def test_avspeaker_per_task_and_egolife_per_type_as_computed_by_hand(av, tmp_path, name, group, model):
+    root, prepared, files = av
+    got = _run(prepared, files[name], model, tmp_path / "o")
+    answers = _answers(tmp_path / "o")
+    if name == "avspeaker":
+        rows = [json.loads(x) for x in files[name].read_text().splitlines()][:2]
+        truth = [(r["question_id"], r["answer"], r["task_id"]) for r in rows]
+    else:
+        rows = json.loads(files[name].read_text())[:3]
+        truth = [(r["ID"], r["answer"], r["type"]) for r in rows]
+    right = {key: answers.get(key) == answer for key, answer, _ in truth}
+    assert got["overall"]["accuracy"] == pytest.approx(100 * sum(right.values()) / len(right))
+    for value in {g for _, _, g in truth}:
+        mine = [right[key] for key, _, g in truth if g == value]
+        assert got["by_group"][f"{group}={value}"]["accuracy"] == pytest.approx(100 * sum(mine) / len(mine))
+    if model == "oracle":
+        assert got["overall"]["accuracy"] == 100.0
