@@ -116,7 +116,7 @@ def atomic_stream(path: str | os.PathLike[str]) -> Iterator[Any]:
         raise
 
 
-def json_line(obj: Any) -> str:
+def json_line(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False) + "\n"
 
 
@@ -231,7 +231,7 @@ class JsonlAppender:
         self.path = path
         self._lock = threading.Lock()
 
-    def append(self, record: Any) -> tuple[int, int]:
+    def append(self, record: object) -> tuple[int, int]:
         """Append one line; returns (offset, length) of the line in the file."""
         data = json_line(record).encode()
         with self._lock:
@@ -272,7 +272,7 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def inside(base: str | os.PathLike[str], rel: Any, what: str, links: bool = False) -> Path:
+def inside(base: str | os.PathLike[str], rel: object, what: str, links: bool = False) -> Path:
     """`base/rel` when `rel` is a relative path that stays inside `base`; DataError naming `what`
     otherwise. For every path read from a manifest, run or bundle. With `links=True` the name may
     lead through links the user made inside `base` (a data root's linked videos); else the

@@ -102,7 +102,7 @@ class ClipRecord:
     frames: tuple[FrameRef, ...] = ()
     last_frame: FrameRef | None = None
     decode_path: str | None = None
-    damage: tuple[dict[str, Any], ...] = ()  # spans a damaged packet cost: {stream, from_ms, to_ms}
+    damage: tuple[dict[str, object], ...] = ()  # spans a damaged packet cost: {stream, from_ms, to_ms}
     audio: dict[str, Any] | None = None
     asr: Transcript | None = None  # our words on the clip's clock (the same types `transcribe` gives)
     source_asr: dict[str, Any] | None = None
@@ -330,7 +330,7 @@ class Prepared:
         """The JPEG of one of the record's frames (always inside the prepared folder)."""
         return frame_file(self.path, frame, record.clip_id)
 
-    def load_image(self, record: ClipRecord, frame: FrameRef) -> Any:
+    def load_image(self, record: ClipRecord, frame: FrameRef) -> object:
         """A frame as an RGB array (height x width x 3, uint8), upright as displayed."""
         import cv2
 

@@ -128,7 +128,7 @@ def _holm_by_group(rows: list[dict[str, Any]]) -> None:
                 r["p_holm"] = 1.0
 
 
-def _identical(row: Mapping[str, Any]) -> bool:
+def _identical(row: Mapping[str, object]) -> bool:
     return row["delta"] == 0 and row["ci_low"] == 0 and row["ci_high"] == 0
 
 

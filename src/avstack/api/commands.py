@@ -179,7 +179,7 @@ def _plan_run(
     choice: Any,
     model: str,
     out: Path,
-    made: Any,
+    made: object,
     max_tokens: int,
     costing: Costing,
     say: Say,

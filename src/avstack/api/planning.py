@@ -78,7 +78,7 @@ def within_limits(
     return plan, budgets
 
 
-def bill(plan: Plan, out: Path, costing: Costing, say: Say) -> Any:
+def bill(plan: Plan, out: Path, costing: Costing, say: Say) -> object:
     """Say the plan; refuse to start above --max-cost; the Budget that stops the run once the
     servers' reported usage reaches it (None: no limit)."""
     from avstack.runs.planning.cost import Budget, Price

@@ -184,7 +184,7 @@ class FileWords:
 
     def to_json(self) -> dict[str, Any]:
         """The EcoG annotations shape, with the file's path (or its error)."""
-        said: dict[str, Any] = {"path": str(self.path)}
+        said: dict[str, object] = {"path": str(self.path)}
         return said | ({"error": self.error} if self.error else self.transcript.to_ecog())
 
 

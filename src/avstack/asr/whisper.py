@@ -116,7 +116,7 @@ def finish_transcript(
     return Transcript(s.model, language, tuple(words), s, tuple(dropped), runtime_of(s), tuple(fillers), timing)
 
 
-def timing_record(by: str, why: list[str | None]) -> dict[str, Any]:
+def timing_record(by: str, why: list[str | None]) -> dict[str, object]:
     """What timed a clip's words, for its record: the method, how many words it timed, how many
     kept the path before it (the fallback) and why, so a failure is counted, not hidden."""
     reasons: dict[str, int] = {}
@@ -236,7 +236,7 @@ def clip_seed(samples: np.ndarray) -> int:
     return int.from_bytes(digest[:4], "little")
 
 
-def _decode(model: Any, samples: np.ndarray, options: dict[str, Any]) -> tuple[list[Any], Any, bool]:
+def _decode(model: Any, samples: np.ndarray, options: dict[str, Any]) -> tuple[list[object], object, bool]:
     """All segments of one transcription, and whether a kept result was sampled."""
     SAMPLED.flag = False
     segments, info = model.transcribe(samples, **options)
@@ -302,7 +302,7 @@ def _seeded_decode(samples: np.ndarray, s: AsrSettings, options: dict[str, objec
     return segments, info
 
 
-def _why_no_segment(info: Any, vad: bool) -> str:
+def _why_no_segment(info: object, vad: bool) -> str:
     """Why faster-whisper gave no segment at all, as far as it tells: its VAD kept nothing, or it
     skipped each window as no speech (no_speech_prob > 0.6 while avg_logprob < -1.0 at every
     temperature tried: 0, 0.2, 0.4; plain faster-whisper tries up to 1.0) or decoded nothing."""

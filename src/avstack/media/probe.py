@@ -124,7 +124,7 @@ def video_stream(container: av.container.InputContainer, index: int | None = Non
     return StreamPick(video=index).video_of(container)[0]
 
 
-def scan_packets(container: av.container.InputContainer, audio: Any = None, video: Any = None) -> PacketScan:
+def scan_packets(container: av.container.InputContainer, audio: Any = None, video: object = None) -> PacketScan:
     """Video packets as presented (packets an edit list discards are not shown, so not counted),
     and the span of `audio`'s packets, in one demux pass (`video`: the clip's video stream,
     default the one a player would pick)."""

@@ -171,5 +171,5 @@ class PrepareJob:
     )
 
 
-def cache_key(obj: Any) -> str:
+def cache_key(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:20]

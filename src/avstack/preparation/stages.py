@@ -136,7 +136,7 @@ def asr_settings_of(job: ClipJob, s: PrepareSettings) -> Any:
     )
 
 
-def asr_cache_path(audio: dict[str, Any], settings: Any, out: Path, mode: str = "single", group: str = "") -> Path:
+def asr_cache_path(audio: dict[str, object], settings: Any, out: Path, mode: str = "single", group: str = "") -> Path:
     from avstack import asr
     from avstack.asr.runtime import words_depend_on
 

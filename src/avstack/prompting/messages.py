@@ -56,7 +56,7 @@ class Request:
         p = Path(part.path)
         return p if p.is_absolute() else Path(self.root) / p
 
-    def to_neutral(self) -> dict[str, Any]:
+    def to_neutral(self) -> dict[str, object]:
         parts = []
         for p in self.parts:
             kind = type(p).__name__.lower()

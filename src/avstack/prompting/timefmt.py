@@ -88,7 +88,7 @@ def _ms(h: str, m: str, s: str, ms: str) -> int:
     return int(h) * 3600000 + int(m) * 60000 + int(s) * 1000 + int(ms)
 
 
-def parse_words(fmt: str, block: str) -> list[dict[str, Any]]:
+def parse_words(fmt: str, block: str) -> list[dict[str, object]]:
     """Words with the times a reader of the format gets (inline: begin only)."""
     if fmt == "srt":
         return [

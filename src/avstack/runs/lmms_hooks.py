@@ -29,7 +29,7 @@ def doc_to_messages(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [*system, {"role": "user", "content": content}]
 
 
-def doc_to_text(doc: dict[str, Any], kwargs: dict[str, object] | None = None) -> str:
+def doc_to_text(doc: dict[str, object], kwargs: dict[str, object] | None = None) -> str:
     """The system prompt, then the user turn with `<image>` where each frame goes: lmms-eval has
     no system turn per document."""
     kwargs = kwargs or {}

@@ -203,7 +203,7 @@ def all_tasks() -> list[Task]:
     return [get_task(n) for n in REGISTRY]
 
 
-def task_of_run(meta: Mapping[str, Any]) -> Task:
+def task_of_run(meta: Mapping[str, object]) -> Task:
     """The task a run folder's run.json belongs to (runs from before the field say EcoG)."""
     return get_task(str(meta.get("task") or "ecog"))
 

@@ -73,7 +73,7 @@ def _extract_plain_files(tar: Any, members: list[Any], into: Path) -> None:
 _TG_TOKEN = re.compile(r'"((?:[^"]|"")*)"|(?<![\w.])(-?\d+(?:\.\d+)?(?:[eE]-?\d+)?)(?![\w.])')
 
 
-def textgrid_words(path: Path, tier: str) -> list[dict[str, Any]]:
+def textgrid_words(path: Path, tier: str) -> list[dict[str, object]]:
     """The labelled intervals of one interval tier of a TextGrid, in ms. Praat writes the long
     and the short text format; both are the same values in the same order (the long one labels
     them), so the file is read as its sequence of strings and numbers."""
@@ -85,7 +85,7 @@ def textgrid_words(path: Path, tier: str) -> list[dict[str, Any]]:
         raise UsageError(f"{path}: expected a TextGrid with an interval tier {tier!r}; {exc}") from None
 
 
-def _tier(tokens: list[str], tier: str, path: Path) -> list[dict[str, Any]]:
+def _tier(tokens: list[str], tier: str, path: Path) -> list[dict[str, object]]:
     k = tokens.index("TextGrid") + 3  # xmin, xmax, then the tier count
     for _ in range(int(tokens[k])):
         kind, name, count = tokens[k + 1], tokens[k + 2], int(tokens[k + 5])

@@ -132,7 +132,7 @@ def _ms(values: list[int], q: float) -> int | None:
 
 def evaluate(
     cases: list[Case], settings: asr.AsrSettings, noise_cases: int = 3, mode: str = "single"
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Recognition rate, boundary errors (median / p90, ms) and RTF over the cases. `mode` packed
     transcribes them as `prepare --asr-mode packed` does, noise-only clips spread among them."""
     asr.transcribe(cases[0].audio, settings)  # model load and warm-up outside the timing
@@ -156,7 +156,7 @@ def evaluate(
     return head | {"vad": settings.vad} | row | {"repetition_loops_cut": loops, "per_case": per_case(cases, speech)}
 
 
-def per_case(cases: Sequence[Case], transcripts: Sequence[asr.Transcript]) -> list[dict[str, Any]]:
+def per_case(cases: Sequence[Case], transcripts: Sequence[asr.Transcript]) -> list[dict[str, object]]:
     """Each case's own figures and what timed its words (the transcript's `timing`: how many the
     acoustics timed, how many fell back and why)."""
     out = []
@@ -181,7 +181,7 @@ def plain_words(cases: Sequence[Case], model: str) -> list[list[asr.Word]]:
     return out
 
 
-def summarize(cases: list[Case], hyps: list[list[asr.Word]], noise_words: int, rtf: float) -> dict[str, Any]:
+def summarize(cases: list[Case], hyps: list[list[asr.Word]], noise_words: int, rtf: float) -> dict[str, object]:
     """The harness's figures for words `hyps` (one list per case): recognition, edge errors
     (begin and end apart), signed bias, and the words' confidence against whether they were right
     (`reliability`: per probability bin, how many words and the share that were recognized); on

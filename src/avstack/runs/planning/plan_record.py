@@ -94,7 +94,7 @@ class Plan:
         except (KeyError, TypeError, AttributeError) as exc:
             raise DataError(f"{where}: not a plan avstack wrote ({type(exc).__name__}: {exc})") from None
 
-    def with_limits(self, limits: dict[str, Any] | None) -> Plan:
+    def with_limits(self, limits: dict[str, object] | None) -> Plan:
         return replace(self, limits=limits)
 
     def with_arms(self, arms: list[dict[str, object]]) -> Plan:

@@ -269,7 +269,7 @@ def answer_in_batches(
     poll_s: float = 30.0,
     log: Callable[[str], None] = lambda _: None,
     scrub: Callable[[Any], Any] = lambda x: x,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[str, object]]:
     """Answers by request key ({raw, usage}) for the pending requests: from batches submitted
     before (resumed), and from new ones for the rest. Keys without an answer are for online.
     `scrub` (the run's secret scrubber) is applied to every answer before it is stored."""

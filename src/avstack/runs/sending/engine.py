@@ -88,7 +88,7 @@ class AnswerCache:
 def ask_with_retries(
     backend: Backend,
     req: Request,
-    truth: dict[str, Any],
+    truth: dict[str, object],
     s: RunSettings,
     sleep: Callable[[float], None] = time.sleep,
     scrubber: Scrubber | None = None,
@@ -145,7 +145,7 @@ class WorkItem:
     error: str | None = None
 
 
-Parser = Callable[[str, WorkItem], tuple[dict[str, Any], str | None]]
+Parser = Callable[[str, WorkItem], tuple[dict[str, object], str | None]]
 
 
 def failed_request(rec: dict[str, object]) -> bool:
@@ -208,7 +208,7 @@ class NoBatchMode(UsageError):
 
 def _batch_answers(
     backend: Backend, bid: str, todo: list[WorkItem], cache: AnswerCache, out: Path, s: RunSettings, scrub: Scrubber
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[str, object]]:
     """In batch mode: the answers of the requests not yet answered nor cached, from the provider's
     batch API (avstack.runs.sending.batch_api); what it leaves unanswered is asked online as usual."""
     if s.batch_poll_s is None:

@@ -95,7 +95,7 @@ class Chance(Backend):
         span = seen_span_ms(shown)
         return [rng.randint(0, span) for _ in shown["roles"]]
 
-    def answer(self, request: Request, truth: dict[str, Any] | None = None) -> Answer:
+    def answer(self, request: Request, truth: dict[str, object] | None = None) -> Answer:
         shown = _shown(request)
         times = self.times(shown, seeded_rng(request, self.seed + 1))
         # What/Where from their own stream, so every baseline guesses them alike

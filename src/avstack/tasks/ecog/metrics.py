@@ -76,7 +76,7 @@ def gt_referents(eval_gt: dict[str, Any], width: int, height: int) -> tuple[list
         options.append(choice)
         is_object = choice.isupper()
         pts = ans.get("points")
-        points_px: Any = None
+        points_px: object = None
         if pts:
             # eval_gt points are [y, x] normalized 0-1000
             if isinstance(pts[0], list):
@@ -96,7 +96,7 @@ def gt_referents(eval_gt: dict[str, Any], width: int, height: int) -> tuple[list
     return options, referents
 
 
-def single_point(pt: Any) -> list[object] | None:
+def single_point(pt: object) -> list[object] | None:
     """A point [x, y]; a list of points is averaged. None when unusable."""
     if not pt or not isinstance(pt, list):
         return None
@@ -269,7 +269,7 @@ def _score(pred: dict[str, Any], options: list[str], refs: list[Referent], width
     )
 
 
-def score_clip(pred: Any, eval_gt: dict[str, Any], width: int, height: int) -> ClipScore:
+def score_clip(pred: Any, eval_gt: dict[str, object], width: int, height: int) -> ClipScore:
     """Score one prediction dict against one clip. Never raises."""
     try:
         options, refs = gt_referents(eval_gt, width, height)

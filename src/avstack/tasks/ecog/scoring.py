@@ -82,7 +82,7 @@ class EcogResult:
         }
 
 
-def answer_counts(scored: list[ScoredClip]) -> dict[str, Any]:
+def answer_counts(scored: list[ScoredClip]) -> dict[str, object]:
     """How many clips got an answer, an answer that did not parse, or no answer at all (the request
     failed), with the failures' causes: a stack that never got an answer must not read as a model
     that scored zero."""

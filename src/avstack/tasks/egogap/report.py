@@ -89,7 +89,7 @@ def rank_agreement(runs: list[tuple[str, str, dict[str, Any]]]) -> list[list[str
 ITEM_METRICS = ("correct", "motor_intrusion", "off_vantage")
 
 
-def per_item(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def per_item(result: dict[str, Any]) -> dict[str, dict[str, object]]:
     """One row per item: correct, motor_intrusion, off_vantage (0/1), format n3/n4, direct/indirect."""
     return {
         str(g["uid"]): {

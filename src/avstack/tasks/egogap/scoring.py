@@ -63,7 +63,7 @@ def bootstrap_ci(values: list[bool], seed: int = 0, n: int = BOOTSTRAP) -> tuple
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def _group(graded: list[Graded], seed: int) -> dict[str, Any]:
+def _group(graded: list[Graded], seed: int) -> dict[str, object]:
     hits = [g.correct for g in graded]
     lo, hi = bootstrap_ci(hits, seed)
     return {

@@ -43,11 +43,11 @@ DAILYOMNI_GROUPS = {
 }
 
 
-def _text(v: Any) -> str:
+def _text(v: object) -> str:
     return "" if v is None else str(v).strip()
 
 
-def _letter(answer: Any, options: tuple[str, ...], where: str) -> str:
+def _letter(answer: object, options: tuple[str, ...], where: str) -> str:
     letters = [chr(ord("A") + i) for i in range(len(options))]
     said = _text(answer).upper()
     if said not in letters:
@@ -55,7 +55,7 @@ def _letter(answer: Any, options: tuple[str, ...], where: str) -> str:
     return said
 
 
-def _choices(v: Any, where: str, name: str) -> tuple[str, ...]:
+def _choices(v: object, where: str, name: str) -> tuple[str, ...]:
     """A list of "A. ..." texts, or its Python/JSON literal (AV-SpeakerBench ships both)."""
     if hasattr(v, "tolist"):
         v = v.tolist()
@@ -70,7 +70,7 @@ def _choices(v: Any, where: str, name: str) -> tuple[str, ...]:
 
 
 def _mcq(
-    row: dict[str, Any],
+    row: dict[str, object],
     at: tuple[str, str, str],
     options: tuple[str, ...],
     fields: tuple[str, str],
@@ -96,7 +96,7 @@ def _mcq(
 # ------------------------------------------------------------------------------------ Video-MME-v2
 
 
-def _mme2_options(v: Any, where: str) -> tuple[str, ...]:
+def _mme2_options(v: object, where: str) -> tuple[str, ...]:
     """Video-MME-v2's options: one string, an option a line ("A. ...\\nB. ...")."""
     if not isinstance(v, str) or not v.strip():
         raise DataError(f"{where}: 'options' must be one text, an option a line ('A. ...\\nB. ...'); found {v!r:.60}")
@@ -111,7 +111,7 @@ def videomme2_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
     return table_items(path, lambda row, where: _videomme2_item(row, where, root))
 
 
-def _videomme2_item(row: dict[str, Any], where: str, root: Path | None) -> Item:
+def _videomme2_item(row: dict[str, object], where: str, root: Path | None) -> Item:
     vid = required_text(_text(row.get("video_id")) or None, "video_id", where)
     qid = required_text(row.get("question_id"), "question_id", where)
     if not re.fullmatch(rf"{re.escape(vid)}-[1-4]", qid):
@@ -153,10 +153,10 @@ def _videomme2_item(row: dict[str, Any], where: str, root: Path | None) -> Item:
 # ------------------------------------------------------------------------------------ WorldSense
 
 
-def _worldsense_groups(fields: dict[str, Any]) -> dict[str, str]:
+def _worldsense_groups(fields: dict[str, object]) -> dict[str, str]:
     groups = {}
     for name in WORLDSENSE_GROUPS:
-        v: Any = fields.get(name)
+        v: object = fields.get(name)
         if hasattr(v, "tolist"):  # a Parquet list column
             v = v.tolist()
         if isinstance(v, (list, tuple)):  # audio_class: the sounds heard, each a breakdown of its own
@@ -167,7 +167,7 @@ def _worldsense_groups(fields: dict[str, Any]) -> dict[str, str]:
 
 
 def _worldsense_item(
-    task: dict[str, Any], video: dict[str, Any], vid: str, key: str, where: str, root: Path | None
+    task: dict[str, object], video: dict[str, object], vid: str, key: str, where: str, root: Path | None
 ) -> Item:
     options = _choices(task.get("candidates"), where, "candidates")
     subs = next(
@@ -200,7 +200,7 @@ def worldsense_items(path: Path, root: Path | None) -> tuple[list[Item], list[st
         raise DataError(f"{path}: worldsense_qa.json is keyed by video id; found {type(data).__name__}")
     errors: list[str] = []
 
-    def read_video(video: Any, where: str) -> list[Item]:
+    def read_video(video: object, where: str) -> list[Item]:
         video = objects(video, where)
         vid = where.rsplit(" ", 1)[-1]
         tasks = sorted((k for k in video if re.fullmatch(r"task\d+", k)), key=lambda k: int(k[4:]))
@@ -221,7 +221,7 @@ def worldsense_items(path: Path, root: Path | None) -> tuple[list[Item], list[st
     return each_row(data.items(), f"{path}: video ", read_video, errors), errors
 
 
-def _worldsense_flat(row: dict[str, Any], where: str, root: Path | None) -> Item:
+def _worldsense_flat(row: dict[str, object], where: str, root: Path | None) -> Item:
     key = required_text(_text(row.get("index")) or None, "index", where)
     video = required_text(row.get("video_path"), "video_path", where)
     options = _choices(row.get("candidates"), where, "candidates")
@@ -243,7 +243,7 @@ def _worldsense_flat(row: dict[str, Any], where: str, root: Path | None) -> Item
 
 
 def dailyomni_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
-    def read(row: dict[str, Any], where: str) -> list[Item]:
+    def read(row: dict[str, object], where: str) -> list[Item]:
         vid = required_text(row.get("video_id"), "video_id", where)
         options = _choices(row.get("Choice"), where, "Choice")
         groups = {name: _text(row.get(k)) for k, name in DAILYOMNI_GROUPS.items() if _text(row.get(k))}
@@ -270,7 +270,7 @@ def avspeaker_items(path: Path, root: Path | None) -> tuple[list[Item], list[str
     return table_items(path, _avspeaker_item)
 
 
-def _avspeaker_item(row: dict[str, Any], where: str) -> Item:
+def _avspeaker_item(row: dict[str, object], where: str) -> Item:
     key = required_text(_text(row.get("question_id") or row.get("id")) or None, "question_id", where)
     files = {
         role: required_text(row.get(field), field, where)
@@ -293,7 +293,7 @@ def _avspeaker_item(row: dict[str, Any], where: str) -> Item:
 CLIP_NAME = re.compile(r"^DAY(\d+)_(.+)_(\d{8})\.mp4$")
 
 
-def egolife_seconds(day: Any, time: Any, where: str) -> float:
+def egolife_seconds(day: object, time: object, where: str) -> float:
     """A `DAYn` + `HHMMSSFF` time as seconds of the week (FF read as hundredths, as the code's
     own example: 10483000 is 10:48:30.00)."""
     d = re.fullmatch(r"DAY(\d+)", _text(day))
@@ -331,7 +331,7 @@ def clip_at(clips: list[tuple[float, str]], at_s: float) -> tuple[str, float | N
 def egolife_items(path: Path, root: Path | None) -> tuple[list[Item], list[str]]:
     clips = egolife_clips(root)
 
-    def read(row: dict[str, Any], where: str) -> list[Item]:
+    def read(row: dict[str, object], where: str) -> list[Item]:
         key = required_text(_text(row.get("ID")) or None, "ID", where)
         here = f"{where} (ID {key})"
         query = row.get("query_time")
@@ -373,7 +373,7 @@ READERS: dict[str, Callable[[Path, Path | None], tuple[list[Item], list[str]]]] 
 }
 
 
-def _first(path: Path) -> Iterator[Any]:
+def _first(path: Path) -> Iterator[object]:
     if path.suffix.lower() == ".json":
         try:
             data = load_json(path)

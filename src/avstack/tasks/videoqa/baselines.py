@@ -53,7 +53,7 @@ class Chance(Backend):
         return Answer(json.dumps({"answer": "unknown"}))
 
     @staticmethod
-    def _guess(kind: str, letters: list[str], shown: dict[str, Any], rng: Any) -> Any:
+    def _guess(kind: str, letters: list[str], shown: dict[str, Any], rng: Any) -> object:
         if kind == "mcq":
             return rng.choice(letters)
         if kind == "grounding":

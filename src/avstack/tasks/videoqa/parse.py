@@ -32,7 +32,7 @@ def _seconds(m: re.Match[str]) -> float:
     return float(g["ts"] or g["qw"] or g["sec"])
 
 
-def json_object(text: str) -> Any:
+def json_object(text: str) -> object:
     m = re.search(r"\{.*\}", text, re.S)
     if not m:
         return None

@@ -86,13 +86,13 @@ def seen_until(record: ClipRecord, item: Item, stack: Stack) -> ClipRecord:
 
 def _media(
     record: ClipRecord, item: Item, stack: Stack, prepared_dir: str, data_root: str | None, source: str | None
-) -> tuple[dict[str, Any], list[dict[str, Any]], bool, str]:
+) -> tuple[dict[str, Any], list[dict[str, object]], bool, str]:
     """The template variables of what a request shows of its video (frames, words, subtitles,
     sound), the frame views, and whether and how the words are shown."""
     frames = frame_views(record, stack, prepared_dir)
     asr_shown, asr_block = _asr(record, item, stack, data_root, source)
     subs_shown, subs_block = _subtitles(item, stack, data_root)
-    variables: dict[str, Any] = {
+    variables: dict[str, object] = {
         "frames": frames,
         "visual": "video" if stack.has("video") else "frames" if stack.has("frames") else "text",
         "asr_shown": asr_shown,
@@ -110,7 +110,7 @@ def _media(
     return variables, frames, asr_shown, asr_block
 
 
-def _shown(variables: dict[str, Any], frames: list[dict[str, Any]], stack: Stack, asr: tuple[bool, str]) -> dict:
+def _shown(variables: dict[str, object], frames: list[dict[str, object]], stack: Stack, asr: tuple[bool, str]) -> dict:
     """What the request shows, as the offline baselines read it."""
     return {
         "duration_s": variables["duration_s"],

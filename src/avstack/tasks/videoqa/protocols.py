@@ -98,7 +98,7 @@ def group_score(group_type: str, structure: str, right: Mapping[int, bool]) -> f
     return LOGIC[structure][leading_run(right, structure)]
 
 
-def videomme2_summary(facts: Sequence[Mapping[str, str]], correct: Sequence[float | None]) -> dict[str, Any]:
+def videomme2_summary(facts: Sequence[Mapping[str, str]], correct: Sequence[float | None]) -> dict[str, object]:
     """The Non-Lin Score (the mean over groups), its relevance / logic / level / head breakdowns,
     and Avg Acc, from each question's facts and whether it was answered right."""
     groups: dict[str, dict[str, Any]] = {}
@@ -121,7 +121,7 @@ def videomme2_summary(facts: Sequence[Mapping[str, str]], correct: Sequence[floa
     return out | {"note": MME2_NOTE}
 
 
-def dailyomni_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def dailyomni_summary(rows: Sequence[Mapping[str, object]]) -> dict[str, object]:
     """Accuracy as the paper reports it (failed or skipped items left out) and with every item."""
     pct = lambda xs: round(100 * sum(xs) / len(xs), 4) if xs else 0.0  # noqa: E731
     kept = [r for r in rows if r["answered"] and r["parsed"]]

@@ -130,7 +130,7 @@ def run(
     if stack.packed:
         return run_packed(pairs, stack, prepared, inputs, Path(out), meta, asking), errors
 
-    def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
+    def parse(text: str, item: WorkItem) -> tuple[dict[str, object], str | None]:
         return parse_answer(text, by_id[item.id])
 
     work = work_items(pairs, stack, prepared, inputs)
@@ -143,7 +143,7 @@ def run_packed(
     prepared: Prepared,
     inputs: VideoqaInputs,
     out: Path,
-    meta: dict[str, Any],
+    meta: dict[str, object],
     asking: Asking,
 ) -> Path:
     """Ask the packs into out/packs/ (resumable), then write each question's line from its pack's
@@ -152,7 +152,7 @@ def run_packed(
 
     work, members = packed_work_items(pairs, stack, prepared, inputs)
 
-    def parse(text: str, item: WorkItem) -> tuple[dict[str, Any], str | None]:
+    def parse(text: str, item: WorkItem) -> tuple[dict[str, object], str | None]:
         items = members[item.id]
         return parse_pack(text, items) if len(items) > 1 else _single(text, items[0])
 
@@ -164,7 +164,7 @@ def run_packed(
     return out / "predictions.jsonl"
 
 
-def _single(text: str, item: Item) -> tuple[dict[str, Any], str | None]:
+def _single(text: str, item: Item) -> tuple[dict[str, object], str | None]:
     """A pack of one, parsed as its question and kept in the pack's shape."""
     pred, err = parse_answer(text, item)
     return {"answers": {item.id: {"prediction": pred, "parse_error": err}}}, None

@@ -75,13 +75,13 @@ def item_outcome(item: Item, line: Mapping[str, Any] | None) -> dict[str, Any]:
     return row | item.groups
 
 
-def nlq_outcome(item: Item, pred: Mapping[str, Any] | None) -> dict[str, Any]:
+def nlq_outcome(item: Item, pred: Mapping[str, Any] | None) -> dict[str, object]:
     """Ego4D NLQ's measures of one query (evaluate_ego4d_nlq.py): IoU of the top-1 window, and
     whether any of the top 1 / top 5 ranked windows has IoU strictly over 0.3 / 0.5."""
     spans = list((pred or {}).get("spans") or ([pred["span"]] if pred and pred.get("span") else []))[:5]
     ious = [best_iou(s, item.spans) for s in spans]
     top1 = ious[0] if ious else 0.0
-    row: dict[str, Any] = {"iou": top1, "correct": float(top1 > 0.5), "submitted": int(bool(spans))}
+    row: dict[str, object] = {"iou": top1, "correct": float(top1 > 0.5), "submitted": int(bool(spans))}
     row |= {f"r@{k}": float(top1 > k) for k in THRESHOLDS}
     for t in NLQ_THRESHOLDS:
         row[f"r1@{t}"] = float(top1 > t)
@@ -89,12 +89,12 @@ def nlq_outcome(item: Item, pred: Mapping[str, Any] | None) -> dict[str, Any]:
     return row
 
 
-def nlq_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def nlq_summary(rows: Sequence[Mapping[str, object]]) -> dict[str, object]:
     """R@1 and R@5 at IoU > 0.3 / 0.5, mIoU and the mean R@1, over every query (a query without
     a prediction is a miss) and, as the official script averages, over the queries predicted."""
     pct = lambda xs: round(100 * sum(xs) / len(xs), 4) if xs else 0.0  # noqa: E731
 
-    def measures(of: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def measures(of: Sequence[Mapping[str, object]]) -> dict[str, Any]:
         out = {f"R@{k} IoU>{t}": pct([r[f"r{k}@{t}"] for r in of]) for k in (1, 5) for t in NLQ_THRESHOLDS}
         out["mIoU"] = pct([r["iou"] for r in of])
         out["mean R@1"] = round((out["R@1 IoU>0.3"] + out["R@1 IoU>0.5"]) / 2, 4)
@@ -147,11 +147,11 @@ def score(items: Sequence[Item], predictions: Sequence[Mapping[str, Any]]) -> di
     return out
 
 
-def protocol_sections(items: Sequence[Item], per_item: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def protocol_sections(items: Sequence[Item], per_item: Mapping[str, Mapping[str, Any]]) -> dict[str, object]:
     """The scores a benchmark's own code reports beside accuracy (tasks.videoqa.protocols)."""
     from avstack.tasks.videoqa.protocols import dailyomni_summary, videomme2_summary
 
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     mme2 = [it for it in items if it.protocol == "videomme2"]
     if mme2:
         out["videomme2"] = videomme2_summary([it.facts for it in mme2], [per_item[it.id]["correct"] for it in mme2])
@@ -161,7 +161,7 @@ def protocol_sections(items: Sequence[Item], per_item: Mapping[str, Mapping[str,
     return out
 
 
-def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+def summary(rows: Sequence[Mapping[str, object]]) -> dict[str, float]:
     """Percent means: accuracy over all rows (`correct`: R@0.5 for grounding rows) and, where
     there are grounding rows, mIoU and R@k over them."""
     pct = lambda xs: round(100 * sum(xs) / len(xs), 4) if xs else 0.0  # noqa: E731

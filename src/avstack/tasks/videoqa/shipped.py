@@ -10,15 +10,14 @@ import csv
 import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 from avstack.io import DataError
 from avstack.tasks.videoqa.items import Item
 
-Read = Callable[[dict[str, Any], str], list[Item]]  # a row and where it is -> its items (DataError: bad row)
+Read = Callable[[dict[str, object], str], list[Item]]  # a row and where it is -> its items (DataError: bad row)
 
 
-def load_json(path: Path) -> Any:
+def load_json(path: Path) -> object:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -36,7 +35,7 @@ def video_at(root: Path | None, uid: str, places: tuple[str, ...]) -> str:
 
 
 def each_row(
-    rows: Iterable[tuple[Any, Any]], where: str, read: Callable[[Any, str], list[Item]], errors: list[str]
+    rows: Iterable[tuple[object, object]], where: str, read: Callable[[object, str], list[Item]], errors: list[str]
 ) -> list[Item]:
     """Every row's items (`rows`: (its key, the row)); a row `read` refuses goes to `errors`."""
     items: list[Item] = []
@@ -48,14 +47,14 @@ def each_row(
     return items
 
 
-def objects(row: Any, where: str) -> dict[str, Any]:
+def objects(row: object, where: str) -> dict[str, object]:
     """A row that must be a JSON object."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected an object, found {type(row).__name__}")
     return row
 
 
-def listed_rows(path: Path, what: str, unit: str, read: Read, data: Any = None) -> tuple[list[Item], list[str]]:
+def listed_rows(path: Path, what: str, unit: str, read: Read, data: object = None) -> tuple[list[Item], list[str]]:
     """The items of a file that is a list of objects (`what` names the file as its benchmark does,
     `unit` one row of it), each read by `read`, and the rows it could not read, named."""
     data = load_json(path) if data is None else data
@@ -66,7 +65,7 @@ def listed_rows(path: Path, what: str, unit: str, read: Read, data: Any = None) 
     return items, errors
 
 
-def table_rows(path: Path) -> Iterator[tuple[int, Any]]:
+def table_rows(path: Path) -> Iterator[tuple[int, object]]:
     """(line, row) of a JSONL, JSON (a list), CSV or Parquet file."""
     suffix = path.suffix.lower()
     if suffix == ".parquet":
@@ -93,7 +92,7 @@ def table_rows(path: Path) -> Iterator[tuple[int, Any]]:
                 yield lineno, DataError(f"{path}:{lineno}: not JSON ({exc.msg})")
 
 
-def table_items(path: Path, read: Callable[[dict[str, Any], str], Item]) -> tuple[list[Item], list[str]]:
+def table_items(path: Path, read: Callable[[dict[str, object], str], Item]) -> tuple[list[Item], list[str]]:
     """The items of a table (JSONL, JSON list, CSV, Parquet), a row each, and its bad rows, named
     by file and line."""
     items: list[Item] = []

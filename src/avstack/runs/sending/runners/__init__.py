@@ -7,7 +7,6 @@ which passes them in as `baselines`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from avstack.errors import UsageError
 from avstack.options import fold
@@ -50,7 +49,7 @@ MODEL_CLASSES: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 
-def _kind_and_name(spec: str, baselines: Mapping[str, Any] | None) -> tuple[str, str]:
+def _kind_and_name(spec: str, baselines: Mapping[str, object] | None) -> tuple[str, str]:
     kind, _, name = spec.partition(":")
     if baselines and kind in baselines:
         return kind, name
@@ -63,7 +62,7 @@ def _kind_and_name(spec: str, baselines: Mapping[str, Any] | None) -> tuple[str,
     return kind, name
 
 
-def refuse_unhonoured(spec: str, baselines: Mapping[str, Any] | None, options: BackendOptions) -> None:
+def refuse_unhonoured(spec: str, baselines: Mapping[str, object] | None, options: BackendOptions) -> None:
     """An option the user gave (set away from its default) that the chosen model back-end does not
     honour is refused, naming the back-end, the flag and what the back-end takes: never dropped.
     A task's offline baselines (oracle, chance, deixis) send nothing and take no option."""
@@ -84,7 +83,7 @@ def make_backend(
     spec: str,
     baselines: Mapping[str, Callable[[str], Backend]] | None = None,
     options: BackendOptions | None = None,
-    **keywords: Any,
+    **keywords: object,
 ) -> Backend:
     """`openai:MODEL`, `gemini:MODEL`, `anthropic:MODEL`, `hf:MODEL`, `replay:PATH`, or one of
     `baselines` (a task's offline baselines by name, each made from the text after the colon).

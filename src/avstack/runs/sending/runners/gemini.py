@@ -67,7 +67,7 @@ class Gemini(Backend):
             self._uploads[key] = f
             return f
 
-    def parts(self, request: Request) -> list[Any]:
+    def parts(self, request: Request) -> list[object]:
         t = self._types
         out = []
         for p in request.parts:

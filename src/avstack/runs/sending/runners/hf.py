@@ -21,7 +21,7 @@ class MissingTorchvision(ImportError):
     """The installed transformers needs torchvision for this model's processor."""
 
 
-def _processor(transformers: Any, model: str) -> Any:
+def _processor(transformers: Any, model: str) -> object:
     if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().is_dir():
         # a path, not a hub name: say so before transformers takes it for a malformed repo id
         raise FileNotFoundError(f"hf:{model}: expected a model folder (or a hub name), found no such folder")
@@ -40,7 +40,7 @@ def _processor(transformers: Any, model: str) -> Any:
         raise
 
 
-def _dtype_option(transformers: Any, dtype: Any) -> dict[str, Any]:
+def _dtype_option(transformers: Any, dtype: Any) -> dict[str, object]:
     """`dtype=` since transformers 4.56 (`torch_dtype=` is deprecated there), `torch_dtype=` before."""
     major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
     return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
@@ -69,7 +69,7 @@ def turn_end_token(tokenizer: Any) -> int | None:
     return ids[0] if ids[0] in added else None
 
 
-def _gguf_text_model(transformers: Any, path: Path, dtype: Any) -> tuple[Any, Any, list[int]]:
+def _gguf_text_model(transformers: Any, path: Path, dtype: object) -> tuple[Any, Any, list[int]]:
     """A GGUF file's tokenizer and model (dequantized by transformers), and the ids that end an
     answer: the turn end its chat template writes, and the file's eos."""
     if not path.is_file():
