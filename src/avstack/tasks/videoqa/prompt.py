@@ -150,7 +150,9 @@ def build_request(
         words = given_words(item, data_root) if item.subtitles else []
         return shipped_request(record, item, stack, prepared_dir, words, meta | {"prompt_sha256": "shipped"})
     rendered = prompts.render(item.kind, "user.j2", variables)
-    given = {role: str(inside(data_root or "", rel, f"item {item.id!r}: {role}", links=True))
+    if item.media and data_root is None:
+        raise DataError(f"item {item.id!r}: its {', '.join(item.media)} file needs the data root (in prepare.json)")
+    given = {role: str(inside(str(data_root), rel, f"item {item.id!r}: {role}", links=True))
              for role, rel in item.media.items()}  # fmt: skip
     parts, _ = request_parts(rendered, record, stack, frames, prepared_dir, data_root, given)
     shared = shared_prefix(stack, parts)  # what a clip's stacks share: before the options' pictures
