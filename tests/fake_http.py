@@ -133,3 +133,21 @@ def serving(handler: type) -> Iterator[str]:
         yield f"http://127.0.0.1:{httpd.server_port}/v1"
     finally:
         httpd.shutdown()
+
+
+def recording_handler(answer: str) -> type:
+    """An OpenAI chat server that keeps every request body it is sent (`.bodies`) and answers
+    each with `answer` (a real local server, recording what reached it)."""
+
+    class Recording(JsonHandler):
+        bodies: list = []
+        lock = threading.Lock()
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with self.lock:
+                self.bodies.append(body)
+            usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+            self.send_json(200, chat_completion(answer, usage, body["model"]))
+
+    return Recording

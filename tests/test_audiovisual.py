@@ -13,14 +13,13 @@ import itertools
 import json
 import re
 import shutil
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 from avstack_cli.app import app
-from fake_http import JsonHandler, chat_completion, serving
+from fake_http import recording_handler, serving
 from typer.testing import CliRunner
 
 import avstack
@@ -389,22 +388,13 @@ def test_dailyomni_both_ways_and_its_own_sound_is_what_the_omni_arm_sends(av, tm
 # ------------------------------------------------------------------------------------ a recording server
 
 
-class Recording(JsonHandler):
-    bodies: list = []
-    lock = threading.Lock()
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        with self.lock:
-            self.bodies.append(body)
-        usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
-        self.send_json(200, chat_completion("B", usage, body["model"]))
+Recording = recording_handler("B")  # every question answered B
 
 
 @pytest.fixture()
 def recording_server():
     pytest.importorskip("openai")
-    Recording.bodies = []
+    Recording.bodies.clear()
     with serving(Recording) as url:
         yield url
 
@@ -531,3 +521,15 @@ def test_avspeaker_per_task_and_egolife_per_type_as_computed_by_hand(av, tmp_pat
         assert got["by_group"][f"{group}={value}"]["accuracy"] == pytest.approx(100 * sum(mine) / len(mine))
     if model == "oracle":
         assert got["overall"]["accuracy"] == 100.0
+
+
+@pytest.mark.parametrize("variant", ["subtitled", "silent", "concat", "interleave"])
+def test_a_task_with_no_questions_file_refuses_the_variants_that_need_one(av, variant, tmp_path):
+    """EcoG has no subtitles or shipped files: the variants that show them exit 2 before anything
+    runs, under run and ablate, and write nothing."""
+    prepared = av[1]
+    for command in (["run", "--variant", variant], ["ablate", "--variants", variant]):
+        res = CliRunner().invoke(app, [command[0], str(prepared), "--model", "deixis", *command[1:],
+                                       "--out", str(tmp_path / "o")])  # fmt: skip
+        assert res.exit_code == 2 and f"--task ecog takes no variant {variant}" in res.output, res.output
+        assert not (tmp_path / "o").exists()

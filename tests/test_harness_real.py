@@ -158,34 +158,45 @@ def _lmms_eval(python: Path, base: str, export: Path, task: str, out: Path) -> t
     return [json.loads(line) for line in samples_file.read_text().splitlines()], log
 
 
-def test_lmms_eval_runs_a_videoqa_export_with_avstack_runs_answers(prepared, questions, vision, tmp_path):
-    """Your own videos and questions (videoqa), exported to lmms-eval and run by its own command
-    line against the server `avstack run` asks: the same answer and the same score per question."""
+def _videoqa_through_lmms_eval(clips: Path, questions: Path, base: str, tmp_path: Path) -> tuple[list[float], dict]:
+    """A videoqa export run by lmms-eval's own command line and `avstack run` against the same
+    server: per question the same answer and the same score (asserted); lmms-eval's `correct`
+    values and avstack's score.json."""
+    import csv
+
+    import datasets
+
     python = lmms_python()
     if python is None:
         pytest.skip("lmms-eval is not installed in a venv of its own (make lmms-venv, or AVSTACK_LMMS_PYTHON)")
-    clips = lossless(prepared, tmp_path / "prepared-png")
     export = tmp_path / "lmms"
     qa = ["--task", "videoqa", "--questions", str(questions)]
     res = CliRunner().invoke(app, ["export", str(clips), *qa, "--to", "lmms-eval", "--out", str(export)])
     assert res.exit_code == 0, res.output
     run = tmp_path / "run"
-    args = ["run", str(clips), *qa, "--model", "openai:qwen2-vl-tiny", "--base-url", vision["base"], "--no-json-mode"]
+    args = ["run", str(clips), *qa, "--model", "openai:qwen2-vl-tiny", "--base-url", base, "--no-json-mode"]
     res = CliRunner().invoke(app, [*args, "--max-tokens", str(TOKENS), "--concurrency", "1", "--out", str(run)])
     assert res.exit_code == 0, res.output
     ours = {r["id"]: r for r in map(json.loads, (run / "predictions.jsonl").read_text().splitlines())}
-    samples, log = _lmms_eval(python, vision["base"], export, "avstack_videoqa_full", tmp_path)
+    samples, log = _lmms_eval(python, base, export, "avstack_videoqa_full", tmp_path)
     assert len(samples) == len(ours), log
-    import csv
-
-    import datasets
-
     docs = datasets.load_dataset("parquet", data_files={"test": str(export / "test-*.parquet")}, split="test")
     scored = {r["item_id"]: float(r["correct"]) for r in csv.DictReader((run / "per_item.csv").open())}
+    theirs = []
     for s in samples:
         qid = docs[s["doc_id"]]["id"]
         answer = s["filtered_resps"] if isinstance(s["filtered_resps"], str) else s["filtered_resps"][0]
         assert answer == ours[qid]["raw"].strip() and s["correct"] == scored[qid], (qid, answer, log)
+        theirs.append(s["correct"])
+    return theirs, json.loads((run / "score.json").read_text())
+
+
+def test_lmms_eval_runs_a_videoqa_export_with_avstack_runs_answers(prepared, questions, vision, tmp_path):
+    """Your own videos and questions (videoqa), exported to lmms-eval and run by its own command
+    line against the server `avstack run` asks: the same answer and the same score per question."""
+    if lmms_python() is None:
+        pytest.skip("lmms-eval is not installed in a venv of its own (make lmms-venv, or AVSTACK_LMMS_PYTHON)")
+    _videoqa_through_lmms_eval(lossless(prepared, tmp_path / "prepared-png"), questions, vision["base"], tmp_path)
 
 
 def test_inspect_eval_on_the_vision_server_gives_avstack_runs_answers(prepared, vision, tmp_path, monkeypatch):
@@ -218,47 +229,23 @@ def test_lmms_eval_runs_an_audiovisual_benchmarks_export_with_avstack_runs_answe
     exported to lmms-eval and run by its own command line against the server `avstack run` asks:
     the same answer per question, scored by the benchmark's own extraction on both sides, and the
     same accuracy (Video-MME-v2's Avg Acc)."""
-    import csv
-
-    import datasets
     from test_audiovisual import _mme2, _worldsense
 
+    import avstack
     from avstack.preparation.driver import prepare
     from avstack.preparation.settings import PrepareSettings
     from avstack.synthetic import synth
 
-    python = lmms_python()
-    if python is None:
+    if lmms_python() is None:
         pytest.skip("lmms-eval is not installed in a venv of its own (make lmms-venv, or AVSTACK_LMMS_PYTHON)")
     root = tmp_path / "data"
     (root / "videos").mkdir(parents=True)
-    import avstack
-
     spec = synth.ClipSpec(width=160, height=90, fps=5, duration_s=3.0)
     questions = _mme2(root, avstack.sample_root()) if benchmark == "videomme2" else _worldsense(root, synth, spec)
     report = prepare(root, tmp_path / "prepared", PrepareSettings(anchors=("frames",), fps=1.0), workers=1)
     assert not report.failed, report.failed
     clips = lossless(tmp_path / "prepared", tmp_path / "prepared-png")
-    qa = ["--task", "videoqa", "--questions", str(questions)]
-    export = tmp_path / "lmms"
-    res = CliRunner().invoke(app, ["export", str(clips), *qa, "--to", "lmms-eval", "--out", str(export)])
-    assert res.exit_code == 0, res.output
-    run = tmp_path / "run"
-    args = ["run", str(clips), *qa, "--model", "openai:qwen2-vl-tiny", "--base-url", vision["base"], "--no-json-mode"]
-    res = CliRunner().invoke(app, [*args, "--max-tokens", str(TOKENS), "--concurrency", "1", "--out", str(run)])
-    assert res.exit_code == 0, res.output
-    ours = {r["id"]: r for r in map(json.loads, (run / "predictions.jsonl").read_text().splitlines())}
-    samples, log = _lmms_eval(python, vision["base"], export, "avstack_videoqa_full", tmp_path)
-    assert len(samples) == len(ours), log
-    docs = datasets.load_dataset("parquet", data_files={"test": str(export / "test-*.parquet")}, split="test")
-    scored = {r["item_id"]: float(r["correct"]) for r in csv.DictReader((run / "per_item.csv").open())}
-    theirs = []
-    for s in samples:
-        qid = docs[s["doc_id"]]["id"]
-        answer = s["filtered_resps"] if isinstance(s["filtered_resps"], str) else s["filtered_resps"][0]
-        assert answer == ours[qid]["raw"].strip() and s["correct"] == scored[qid], (qid, answer, log)
-        theirs.append(s["correct"])
-    score = json.loads((run / "score.json").read_text())
+    theirs, score = _videoqa_through_lmms_eval(clips, questions, vision["base"], tmp_path)
     assert 100 * sum(theirs) / len(theirs) == pytest.approx(score["overall"]["accuracy"], abs=1e-4)
     if benchmark == "videomme2":
         assert score["videomme2"]["Avg Acc"] == pytest.approx(score["overall"]["accuracy"], abs=1e-4)

@@ -7,14 +7,13 @@ from __future__ import annotations
 import base64
 import json
 import math
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 from avstack_cli.app import app
-from fake_http import JsonHandler, chat_completion, serving
+from fake_http import recording_handler, serving
 from typer.testing import CliRunner
 
 from avstack.io import write_wav_float
@@ -196,23 +195,13 @@ def test_drop_applies_to_every_variant_that_has_the_cue_and_the_interface_pairs(
 # --------------------------------------------------------------- a real local server, recording
 
 
-class Recording(JsonHandler):
-    bodies: list = []
-    lock = threading.Lock()
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        with self.lock:
-            self.bodies.append(body)
-        answer = {"selected_options": [], "point_list": []}
-        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-        self.send_json(200, chat_completion(json.dumps(answer), usage, body["model"]))
+Recording = recording_handler(json.dumps({"selected_options": [], "point_list": []}))
 
 
 @pytest.fixture()
 def recording_server():
     pytest.importorskip("openai")
-    Recording.bodies = []
+    Recording.bodies.clear()
     with serving(Recording) as url:
         yield url
 

@@ -41,6 +41,19 @@ VARIANTS = {
     "interleave": frozenset({"frames", "subtitles"}),
 }
 SHIPPED_PROMPTS = ("concat", "interleave")  # variants whose requests are the benchmark's own
+# the variants that show a dataset's own words or files, which only a questions file gives
+GIVEN_VARIANTS = ("subtitled", "silent", *SHIPPED_PROMPTS)
+
+
+def refuse_given_variants(task: str, variants: Iterable[str]) -> None:
+    """A task with no questions file (EcoG) refuses the variants only one can feed, before anything runs."""
+    bad = [v for v in dict.fromkeys(variants) if v in GIVEN_VARIANTS]
+    if bad:
+        raise UsageError(
+            f"--task {task} takes no variant {', '.join(bad)}: it shows a dataset's own subtitles or files, "
+            "which a questions file gives (--task videoqa)"
+        )
+
 
 # The interface 2x2 (EcoG-Bench's headline compares its diagonal): how the picture comes
 # (frames with their times, or the file) x how the speech comes (word-timed text, or sound)

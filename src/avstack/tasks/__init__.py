@@ -78,7 +78,8 @@ class StackChoice:
 
     variant: str = option(
         "full",
-        "ecog, videoqa: full, video, text, omni, video_asr (videoqa: subtitled); egogap: image, vflip, ...",
+        "ecog, videoqa: full, video, text, omni, video_asr, sound (videoqa: subtitled, silent, concat, "
+        "interleave); egogap: image, vflip, ...",
         panel=STACKS,
     )
     drop: tuple[str, ...] = option(

@@ -9,7 +9,7 @@ from avstack.analysis.tables import Report
 from avstack.io import DataError, read_predictions
 from avstack.manifest import Prepared, opened
 from avstack.prompting.messages import Request
-from avstack.prompting.stacks import Stack, interface_pairs, make_stack
+from avstack.prompting.stacks import Stack, interface_pairs, make_stack, refuse_given_variants
 from avstack.runs.ablation.arms import ANCHOR_OPTIONS, AblationSpec, Scored, stacks_to_run
 from avstack.runs.exports.rows import ExportOptions
 from avstack.runs.sending.engine import Asking
@@ -46,6 +46,7 @@ class EcogAblation:
     honours: frozenset[str] = ANCHOR_OPTIONS
 
     def stacks(self, spec: AblationSpec) -> list[Stack]:
+        refuse_given_variants("ecog", (spec.baseline, *spec.variants))
         return stacks_to_run(spec)
 
     def items(self) -> list[str]:
@@ -80,6 +81,7 @@ def write_requests(prepared: Path, inputs: EcogInputs, out: Path, stack: Stack, 
 
 
 def run_stack(choice: StackChoice, inputs: EcogInputs) -> Stack:
+    refuse_given_variants("ecog", [choice.variant])
     return choice.anchors("ecog")
 
 
