@@ -118,7 +118,7 @@ def test_temperature_zero_is_the_greedy_answer_and_the_usage_is_the_prompts(prep
     ids = inputs["input_ids"]
     with torch.inference_mode():
         for _ in range(first.usage["completion_tokens"]):
-            logits = backend.model(
+            logits = backend.network(
                 input_ids=ids,
                 attention_mask=torch.ones_like(ids),
                 pixel_values=inputs["pixel_values"],
