@@ -21,9 +21,12 @@ import threading
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from avstack.asr.models import REPRODUCIBLE_CPU_COMPUTE, cache_dir
+
+if TYPE_CHECKING:
+    from avstack.asr.types import AsrSettings
 
 _PROBE = """
 import os, sys
@@ -174,6 +177,9 @@ def _runtime_of(model: str, device: str, threads: int, compute_type: str) -> str
     return json.dumps(runtime(resolve_model(model), dev, compute, threads), sort_keys=True)
 
 
-def runtime_of(settings: Any) -> dict[str, Any]:
+def runtime_of(settings: AsrSettings) -> dict[str, object]:
     """`runtime` for an AsrSettings (model, device, threads, compute type), computed once per process."""
-    return json.loads(_runtime_of(settings.model, settings.device, settings.threads, settings.compute_type))
+    runtime: dict[str, object] = json.loads(
+        _runtime_of(settings.model, settings.device, settings.threads, settings.compute_type)
+    )
+    return runtime

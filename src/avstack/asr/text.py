@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
@@ -63,14 +63,16 @@ def sanitize(words: list[Word], duration_ms: int) -> list[Word]:
 
 
 def to_simplified(text: str) -> str:
-    from opencc import OpenCC
-
-    return _opencc(OpenCC)(text)
+    return str(_to_simplified()(text))
 
 
 @lru_cache(maxsize=1)
-def _opencc(cls: Any) -> Any:
-    return cls("t2s").convert
+def _to_simplified() -> Callable[[str], object]:
+    """OpenCC's traditional-to-simplified converter, built once (it reads its tables)."""
+    from opencc import OpenCC
+
+    convert: Callable[[str], object] = OpenCC("t2s").convert
+    return convert
 
 
 def characters(words: list[Word]) -> tuple[list[Word], list[int]]:

@@ -6,11 +6,14 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from avstack.errors import UsageError
 from avstack.limits import DEFAULT_MAX_PIXELS
 from avstack.options import ASR, FRAMES, STREAMS, WORK, option
+
+if TYPE_CHECKING:  # the settings stay light: the command line reads them to build its flags
+    from avstack.media.streams import StreamPick
 
 ANCHORS = ("frames", "audio", "asr")
 
@@ -133,7 +136,7 @@ class PrepareSettings:
         # fps=1 and --fps 1 are one setting: the cache key reads 1.0 for both
         object.__setattr__(self, "fps", float(self.fps))
 
-    def streams(self) -> Any:
+    def streams(self) -> StreamPick:
         """The streams asked for, as media.streams.StreamPick (checked: one way to ask for audio)."""
         from avstack.media.streams import StreamPick
 

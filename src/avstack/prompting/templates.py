@@ -13,9 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from avstack.errors import UsageError
+
+if TYPE_CHECKING:  # jinja2 is imported when a template is first rendered
+    import jinja2
 
 PART = "\x1e"  # starts a new text part
 IMAGE = "\x1f{}\x1f"  # stands for the k-th image
@@ -60,7 +63,7 @@ def _line_of(exc: BaseException, path: Path) -> str:
 
 
 @lru_cache(maxsize=32)
-def _environment(folder: str) -> Any:
+def _environment(folder: str) -> jinja2.Environment:
     import jinja2
 
     return jinja2.Environment(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import tarfile
 from pathlib import Path
-from typing import Any
 
 from avstack.asr.evaluation.cases import Case
 from avstack.errors import UsageError
@@ -26,7 +26,6 @@ def praatio_examples(cache: Path | None = None) -> Path | None:
     cannot be had (no network to PyPI, no pip)."""
     import subprocess
     import sys
-    import tarfile
 
     cache = cache or Path(os.environ.get("AVSTACK_CACHE", Path.home() / ".cache" / "avstack")) / "praatio"
     found = sorted(cache.glob("praatio-*/examples/files"))
@@ -56,7 +55,7 @@ def praatio_examples(cache: Path | None = None) -> Path | None:
     return found[-1] if found else None
 
 
-def _extract_plain_files(tar: Any, members: list[Any], into: Path) -> None:
+def _extract_plain_files(tar: tarfile.TarFile, members: list[tarfile.TarInfo], into: Path) -> None:
     """Regular files only, each inside `into`. Python's "data" extraction filter says this, but it
     arrived in 3.11.4 / 3.10.12, and the project runs on every 3.10 and 3.11 patch release."""
     root = into.resolve()

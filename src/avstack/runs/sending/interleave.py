@@ -24,9 +24,8 @@ import itertools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from typing import Any
 
 LANE: ContextVar[Lane | None] = ContextVar("avstack_lane", default=None)
 
@@ -149,7 +148,7 @@ class Lane:
     def ready(self) -> None:
         self.pool.ready(self.k)
 
-    def only_one(self, key: str) -> Any:
+    def only_one(self, key: str) -> AbstractContextManager[None]:
         return self.pool.only_one(key)
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from avstack.options import TASK, option
 from avstack.tasks.shared_inputs import asr_source, prompt_folder
+
+if TYPE_CHECKING:  # the inputs stay light: the command line reads them to build its flags
+    from avstack.tasks.ecog.prompt import EcogOptions
 
 
 @dataclass(frozen=True)
@@ -19,7 +22,7 @@ class EcogInputs:
     coord_order: str = option("xy", "ecog: xy or yx (the order of a point's coordinates in answers)", panel=TASK)
     prompt: Path | None = prompt_folder()
 
-    def options(self) -> Any:
+    def options(self) -> EcogOptions:
         """The prompt builder's options (tasks.ecog.prompt.EcogOptions) of these inputs."""
         from avstack.tasks.ecog.prompt import EcogOptions
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from avstack.errors import UsageError
 from avstack.options import TASK, option
+
+if TYPE_CHECKING:  # the inputs stay light: the command line reads them to build its flags
+    from avstack.tasks.egogap.stack import EgoGapStack
 
 
 @dataclass(frozen=True)
@@ -21,7 +24,7 @@ class EgogapInputs:
     shuffle_seed: int | None = option(None, "egogap: shuffle and re-letter the options with this seed", panel=TASK)
     max_side: int = option(512, "egogap: the downscale variant's longest side in px", panel=TASK)
 
-    def stack(self, variant: str = "image") -> Any:
+    def stack(self, variant: str = "image") -> EgoGapStack:
         """The EgoGap stack (tasks.egogap.stack.EgoGapStack) of these inputs under `variant`."""
         from avstack.tasks.egogap.stack import EgoGapStack
 
