@@ -11,7 +11,7 @@ import json
 import math
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,15 +98,15 @@ class ClipRecord:
     fps: float | None = None
     has_audio: bool | None = None
     # the clip's clock: time 0 is where a player starts it; each stream's index and span on it
-    streams: dict[str, Any] | None = None
+    streams: Mapping[str, object] | None = None
     frames: tuple[FrameRef, ...] = ()
     last_frame: FrameRef | None = None
     decode_path: str | None = None
     damage: tuple[dict[str, object], ...] = ()  # spans a damaged packet cost: {stream, from_ms, to_ms}
     audio: dict[str, Any] | None = None
     asr: Transcript | None = None  # our words on the clip's clock (the same types `transcribe` gives)
-    source_asr: dict[str, Any] | None = None
-    eval_gt: dict[str, Any] | None = None
+    source_asr: dict[str, object] | None = None
+    eval_gt: dict[str, object] | None = None
     error: dict[str, str] | None = None
     # not in the manifest: whether prepare found this clip's frames in the cache, and where its
     # preparation spent its time (stage -> wall s, CPU s; avstack.profiling)
@@ -125,7 +125,7 @@ class ClipRecord:
     def failed(self, exc: BaseException | str, kind: str | None = None) -> ClipRecord:
         return replace(self, error=error_record(exc, kind))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {}
         for f in fields(self):
             if f.name in NOT_IN_MANIFEST:

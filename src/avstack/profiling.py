@@ -101,7 +101,7 @@ def merged(*profiles: Mapping[str, tuple[float, float]]) -> dict[str, tuple[floa
     return out
 
 
-def summarize(per_clip: Sequence[Mapping[str, tuple[float, float]]], wall_s: float, workers: int) -> dict[str, Any]:
+def summarize(per_clip: Sequence[Mapping[str, tuple[float, float]]], wall_s: float, workers: int) -> dict[str, object]:
     """The stages summed over clips (wall and CPU seconds, share of the summed wall), with the run's
     own wall time and worker count: summed stage time over workers x wall shows how busy they were."""
     totals = merged(*per_clip)

@@ -6,8 +6,8 @@ raises CommandFailed (code 1) where items were left out, after writing what it c
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from avstack.api.failures import CommandFailed, speaks_flags
 from avstack.api.options import Done
@@ -16,7 +16,7 @@ from avstack.errors import UsageError
 PathLike = str | Path
 
 
-def _jsonl(rows: list[dict[str, Any]]) -> str:
+def _jsonl(rows: Sequence[Mapping[str, object]]) -> str:
     return "\n".join(json.dumps(r, ensure_ascii=False) for r in rows)
 
 

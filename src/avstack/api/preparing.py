@@ -5,7 +5,7 @@ prepare times them), `sample_frames`, `open_prepared`, `sample_root` and `synth`
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -182,7 +182,7 @@ class FileWords:
     transcript: Any = None  # a Transcript
     error: dict[str, str] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> Mapping[str, object]:
         """The EcoG annotations shape, with the file's path (or its error)."""
         said: dict[str, object] = {"path": str(self.path)}
         return said | ({"error": self.error} if self.error else self.transcript.to_ecog())

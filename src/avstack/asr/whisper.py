@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -236,7 +237,7 @@ def clip_seed(samples: np.ndarray) -> int:
     return int.from_bytes(digest[:4], "little")
 
 
-def _decode(model: Any, samples: np.ndarray, options: dict[str, Any]) -> tuple[list[object], object, bool]:
+def _decode(model: Any, samples: np.ndarray, options: Mapping[str, object]) -> tuple[list[object], object, bool]:
     """All segments of one transcription, and whether a kept result was sampled."""
     SAMPLED.flag = False
     segments, info = model.transcribe(samples, **options)

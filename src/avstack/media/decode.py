@@ -163,7 +163,7 @@ def frame_threaded(stream: Any) -> bool:
 
 
 def tolerant_frames(
-    container: av.container.InputContainer, stream: Any, origin: Fraction, damage: list[dict[str, Any]]
+    container: av.container.InputContainer, stream: Any, origin: Fraction, damage: list[dict[str, object]]
 ) -> Iterator[av.VideoFrame]:
     """Every decodable frame; a packet the decoder rejects is stepped over (the frame before it
     stays shown, as in a player) and its span recorded in `damage`; data that ends inside a packet

@@ -101,7 +101,7 @@ def audio_stage(
         write_json_atomic(meta_path, {"path": None})
         return None
     # streamed: a 2 h clip never sits in memory (the WAV's bytes depend on the samples only)
-    damage: list[dict[str, Any]] = []
+    damage: list[dict[str, object]] = []
     from avstack import media
 
     origin = media.origin_of(info["streams"])

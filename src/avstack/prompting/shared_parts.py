@@ -73,7 +73,7 @@ def request_parts(
     rendered: str,
     record: ClipRecord,
     stack: Stack,
-    frames: list[dict[str, Any]],
+    frames: list[dict[str, object]],
     prepared_dir: str,
     data_root: str | None,
     given: Mapping[str, str] | None = None,

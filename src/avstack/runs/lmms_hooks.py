@@ -5,19 +5,20 @@ it, part by part, from a generic export row."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
-def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
+def doc_to_visual(doc: dict[str, Any]) -> Sequence[object]:
     """The row's images in order (PIL images, as `datasets` decodes the Parquet column)."""
     return [img.convert("RGB") if hasattr(img, "convert") else img for img in doc["images"]]
 
 
-def doc_to_messages(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def doc_to_messages(doc: dict[str, Any]) -> Sequence[Mapping[str, object]]:
     """The chat as `avstack run` sends it (lmms-eval's chat models read this): the system turn,
     then the user turn part by part, each frame after its own time tag."""
     images = iter(doc_to_visual(doc))
-    content: list[dict[str, Any]] = []
+    content: list[Mapping[str, object]] = []
     for part in json.loads(doc["parts"]):
         if part["type"] == "text":
             content.append({"type": "text", "text": part["text"]})

@@ -138,7 +138,7 @@ def place_words(
     rate: int = 16_000,
     noise_level: float = 0.005,
     seed: int = 0,
-) -> tuple[np.ndarray, list[dict[str, Any]]]:
+) -> tuple[np.ndarray, list[dict[str, object]]]:
     """Put word recordings on a timeline; returns audio and the true word times."""
     audio = noise(duration_s, rate, noise_level, seed)
     truth = []

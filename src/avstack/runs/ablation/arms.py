@@ -304,7 +304,7 @@ def run_stacks(task: AblationTask, stacks: Sequence[Any], out: Path, asking: Ask
 
 def _ask_until_decided(
     task: AblationTask, spec: AblationSpec, asking: Asking, out: Path, stacks: list[Any]
-) -> tuple[list[str], dict[str, Any]]:
+) -> tuple[list[str], dict[str, object]]:
     """Items in a seeded random order, in rounds, until every contrast (the baseline against each
     other stack) is decided; every stack's run folder holds the same items at each stop."""
     metric = task.metrics[0]

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from avstack.errors import MissingPackage
 from avstack.io import atomic_write
@@ -42,7 +41,7 @@ class ExportRow:
     id: str
     request: Request
     answer: dict[str, object]
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,7 @@ def _run_shards(job: ShardJob, shards: Sequence[Any], executor: str, address: st
     return [write_shard(job, k, s) for k, s in enumerate(shards)]
 
 
-def _shard_row(row: dict[str, Any], job: bytes) -> dict[str, Any]:
+def _shard_row(row: dict[str, Any], job: bytes) -> dict[str, object]:
     count, problems = write_shard(pickle.loads(job), row["k"], pickle.loads(row["shard"]))
     return {"count": count, "problems": problems}
 

@@ -25,7 +25,7 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +95,7 @@ class BatchClient:
         )
         return batch.id, batch.status
 
-    def find(self, tag: str, entry: dict[str, Any] | None = None) -> tuple[str, str, str] | None:
+    def find(self, tag: str, entry: Mapping[str, object] | None = None) -> tuple[str, str, str] | None:
         """(batch id, input file id, status) of the provider's batch tagged `tag`, if any (the
         listing pages through every batch of the account, newest first)."""
         for b in self.client.batches.list(limit=100):
@@ -172,7 +172,7 @@ class AnthropicBatchClient:
 
     terminal = ANTHROPIC_TERMINAL
 
-    def __init__(self, client: Any, body: Callable[[Request], dict[str, Any]], size: Callable[[Request], int]):
+    def __init__(self, client: Any, body: Callable[[Request], Mapping[str, object]], size: Callable[[Request], int]):
         self.client, self.body, self.size = client, body, size
 
     def parts(self, pending: Sequence[tuple[str, Request]]) -> list[list[tuple[str, object]]]:

@@ -118,7 +118,7 @@ class Deixis(Chance):
         return times
 
 
-def _mask_point(mask: dict[str, Any], width: int, height: int) -> tuple[int, int] | None:
+def _mask_point(mask: dict[str, object], width: int, height: int) -> tuple[int, int] | None:
     """A pixel inside the mask, nearest its centroid (full-frame or bbox-crop masks)."""
     loaded = load_mask(mask, width, height)
     if loaded is None:

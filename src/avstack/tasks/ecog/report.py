@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ def item_tables(runs: list[Run]) -> list[ItemTable]:
     return [ItemTable(label, result.per_item()) for label, result, _ in runs]
 
 
-def delta_table(runs: list[Run], deltas: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+def delta_table(runs: list[Run], deltas: Sequence[Mapping[str, object]]) -> tuple[list[str], list[list[str]]]:
     """Paper Table 4: Acc_t and Acc_eco per level and overall; each delta vs the first run with its
     95% paired bootstrap CI and Holm-adjusted sign-flip p-value; n with the minimum detectable Δ."""
     header = ["run", "group", "Acc_t", "Δ Acc_t", "Acc_eco", "Δ Acc_eco", "n (MDE Acc_t / Acc_eco)"]
@@ -105,7 +106,7 @@ def delta_table(runs: list[Run], deltas: list[dict[str, Any]]) -> tuple[list[str
     return header, rows
 
 
-def failures(js: dict[str, Any]) -> dict[str, Any] | None:
+def failures(js: dict[str, Any]) -> dict[str, object] | None:
     """A run's request failures (answers: clips, request_failures, causes), or None when every
     request got an answer."""
     answers = js.get("answers") or {}

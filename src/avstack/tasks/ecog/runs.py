@@ -92,7 +92,7 @@ def prompt_of(run_dir: str | Path) -> str:
     return str(prompt.get("sha256") or "(not recorded)")
 
 
-def truth_of(record: ClipRecord) -> dict[str, Any]:
+def truth_of(record: ClipRecord) -> dict[str, object]:
     return {"eval_gt": record.eval_gt, "width": record.width, "height": record.height}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ class StackRun:
     color: str
     run: Run
     raw: dict[str, dict[str, object]]  # clip id -> predictions.jsonl line
-    by_clip: dict[str, Any]  # clip id -> ScoredClip
+    by_clip: Mapping[str, object]  # clip id -> ScoredClip
 
     def scored(self, clip_id: str) -> Any:
         return self.by_clip.get(clip_id)
@@ -250,7 +250,7 @@ def _pred_lane(rec: ClipRecord, s: StackRun, start: int, end: int) -> str:
     return f"<div class=lane-label>{esc(s.label)}</div><div class=lane>{markers}</div>"
 
 
-def _mask_overlay(mask: dict[str, Any], w: int, h: int) -> str:
+def _mask_overlay(mask: Mapping[str, object], w: int, h: int) -> str:
     loaded = load_mask(mask, w, h)
     if loaded is None:
         return ""

@@ -110,7 +110,7 @@ def videomme2_summary(facts: Sequence[Mapping[str, str]], correct: Sequence[floa
     whole = {vid: g for vid, g in groups.items() if sorted(g["right"]) == [1, 2, 3, 4]}
     scores = {vid: group_score(g["type"], g["structure"], g["right"]) for vid, g in whole.items()}
     mean = lambda xs: round(sum(xs) / len(xs), 4) if xs else 0.0  # noqa: E731
-    out: dict[str, Any] = {"Non-Lin Score": mean(list(scores.values())), "groups": len(scores)}
+    out: dict[str, object] = {"Non-Lin Score": mean(list(scores.values())), "groups": len(scores)}
     out["Avg Acc"] = mean([100 * float(bool(c)) for c in correct])
     for kind in ("relevance", "logic"):
         out[kind] = mean([s for vid, s in scores.items() if whole[vid]["type"] == kind])

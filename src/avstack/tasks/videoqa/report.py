@@ -64,7 +64,7 @@ def score_rows(labelled: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], l
     return head, body
 
 
-def failures(run_dir: Path, result: dict[str, Any]) -> dict[str, Any] | None:
+def failures(run_dir: Path, result: dict[str, Any]) -> dict[str, object] | None:
     """A run's request failures over its scored questions (clips, request_failures, causes), or None."""
     if not result["counts"]["failed"]:
         return None

@@ -94,7 +94,7 @@ def nlq_summary(rows: Sequence[Mapping[str, object]]) -> dict[str, object]:
     a prediction is a miss) and, as the official script averages, over the queries predicted."""
     pct = lambda xs: round(100 * sum(xs) / len(xs), 4) if xs else 0.0  # noqa: E731
 
-    def measures(of: Sequence[Mapping[str, object]]) -> dict[str, Any]:
+    def measures(of: Sequence[Mapping[str, object]]) -> Mapping[str, object]:
         out = {f"R@{k} IoU>{t}": pct([r[f"r{k}@{t}"] for r in of]) for k in (1, 5) for t in NLQ_THRESHOLDS}
         out["mIoU"] = pct([r["iou"] for r in of])
         out["mean R@1"] = round((out["R@1 IoU>0.3"] + out["R@1 IoU>0.5"]) / 2, 4)

@@ -9,6 +9,7 @@ on the GPU when there is one.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,7 @@ class HFLocal(Backend):
             )
         return None
 
-    def _messages(self, request: Request) -> list[dict[str, Any]]:
+    def _messages(self, request: Request) -> Sequence[Mapping[str, object]]:
         if not self.text_only:
             return to_hf(request)
         # a text model's template takes a string per turn (refuses() let only text parts through)

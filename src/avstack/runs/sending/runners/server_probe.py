@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +111,7 @@ class ServerProbe:
         if self.kind() != "llama.cpp":
             return False
 
-        def prompt_tokens(content: list[dict[str, Any]]) -> int | None:
+        def prompt_tokens(content: Sequence[Mapping[str, object]]) -> int | None:
             body = {"model": model, "max_tokens": 1, "cache_prompt": False,
                     "messages": [{"role": "user", "content": content}]}  # fmt: skip
             got = self._call("POST", "/v1/chat/completions", body)
@@ -123,7 +123,7 @@ class ServerProbe:
         one, two = prompt_tokens([a]), prompt_tokens([a, b])
         return one is not None and two is not None and two == one
 
-    def count_text(self, model: str, messages: Sequence[dict[str, Any]]) -> int | None:
+    def count_text(self, model: str, messages: Sequence[dict[str, object]]) -> int | None:
         """Tokens of the messages' text with the server's chat template and tokenizer (media not
         counted: the plan counts them by its image rule), or None when the server cannot say.
         Kept on disk by the server's identity (its model file, build and template, or vLLM's
