@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 if TYPE_CHECKING:
     from avstack.asr.types import Transcript
@@ -49,7 +49,7 @@ def _is_int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def is_number(x: object) -> bool:
+def is_number(x: object) -> TypeGuard[int | float]:
     """A finite int or float (not a bool): what a time, a size or a coordinate read from a file must be."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from avstack.io import DataError
 
@@ -56,6 +56,20 @@ class Word:
 HEARD_KEYS = ("model", "language", "text", "words", "fillers", "timing", "engine", "settings", "dropped", "runtime")
 UNHEARD_KEYS = ("model", "language", "text", "words", "note")
 WORD_KEYS = ("text", "begin_time", "end_time", "prob")
+
+
+class _Spoken(TypedDict):
+    text: str
+    begin_time: int
+    end_time: int
+
+
+class TimedWord(_Spoken, total=False):
+    """A word (or a subtitle cue) as EcoG's annotations write it: its text and its span on the
+    clip's clock, in ms. The shape of a set's truth, of the given subtitles, and of the words a
+    prompt shows. (total=False for `utterance` alone: NotRequired is Python 3.11's.)"""
+
+    utterance: int  # a long take's truth: the utterance the word belongs to
 
 
 @dataclass(frozen=True)

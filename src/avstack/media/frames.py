@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from fractions import Fraction
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import av
 
@@ -40,6 +40,9 @@ from avstack.media.probe import (
     scan_packets,
     video_stream,
 )
+
+if TYPE_CHECKING:  # spans are planned on demand (selective decode splits)
+    from avstack.media.spans import Span
 
 T = TypeVar("T")
 
@@ -145,7 +148,7 @@ class FrameReader:
                 f"{self.path}: selective decode returned {len(seen)} of {len(self.plan.needed)} planned frames"
             )
 
-    def spans(self) -> list[Any]:
+    def spans(self) -> list[Span]:
         """The independent spans a selective plan splits into (one: nothing to split;
         avstack.spans says when a split is exact)."""
         from avstack.media.spans import Span, plan_spans

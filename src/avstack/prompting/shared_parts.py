@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from avstack.errors import UsageError
 from avstack.io import DataError, inside
@@ -18,6 +18,10 @@ from avstack.prompting.sound import clip_sound
 from avstack.prompting.stacks import Stack
 from avstack.prompting.templates import IMAGE, split_parts
 from avstack.prompting.timefmt import frame_tag, parse_frame_tag, words_block
+
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.asr.types import TimedWord
+
 
 # between two frames, in every arm: a server may merge two images that touch into one (llama.cpp's
 # Qwen2-VL takes adjacent pictures as one temporal pair, half the visual tokens), so an arm without
@@ -63,7 +67,7 @@ def asr_text(asr: dict[str, Any], stack: Stack) -> str:
     text alone as JSON."""
     if not stack.has("word_ts"):
         return json.dumps({"text": asr.get("text", "")}, ensure_ascii=False)
-    words = [
+    words: list[TimedWord] = [
         {"text": w["text"], "begin_time": w["begin_time"], "end_time": w["end_time"]} for w in asr.get("words", [])
     ]
     return words_block(stack.word_ts_format, asr.get("text", ""), words)

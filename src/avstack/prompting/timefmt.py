@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from avstack.errors import UsageError
+
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.asr.types import TimedWord
+
 
 TS_FORMATS = ("ms", "seconds", "mmss", "qwen", "index", "overlay")
 WORD_TS_FORMATS = ("json", "srt", "inline")
@@ -68,7 +73,7 @@ def _srt_time(ms: int) -> str:
     return f"{ms // 3600000:02d}:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
 
 
-def words_block(fmt: str, text: str, words: list[dict[str, Any]]) -> str:
+def words_block(fmt: str, text: str, words: Sequence[TimedWord]) -> str:
     """The timed ASR words as the format writes them."""
     if fmt == "srt":
         return "\n\n".join(

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.runs.exports.rows import LmmsDoc
 
 
-def doc_to_visual(doc: dict[str, Any]) -> Sequence[object]:
+def doc_to_visual(doc: LmmsDoc) -> Sequence[object]:
     """The row's images in order (PIL images, as `datasets` decodes the Parquet column)."""
     return [img.convert("RGB") if hasattr(img, "convert") else img for img in doc["images"]]
 
 
-def doc_to_messages(doc: dict[str, Any]) -> Sequence[Mapping[str, object]]:
+def doc_to_messages(doc: LmmsDoc) -> Sequence[Mapping[str, object]]:
     """The chat as `avstack run` sends it (lmms-eval's chat models read this): the system turn,
     then the user turn part by part, each frame after its own time tag."""
     images = iter(doc_to_visual(doc))
@@ -25,12 +28,12 @@ def doc_to_messages(doc: dict[str, Any]) -> Sequence[Mapping[str, object]]:
         elif part["type"] == "image":
             content.append({"type": "image", "url": next(images)})
         else:  # a video or sound: the Parquet row carries its path, not its bytes
-            content.append({"type": part["type"], "url": doc[part["type"]]})
+            content.append({"type": part["type"], "url": doc["video"] if part["type"] == "video" else doc["audio"]})
     system = [{"role": "system", "content": [{"type": "text", "text": doc["system"]}]}] if doc["system"] else []
     return [*system, {"role": "user", "content": content}]
 
 
-def doc_to_text(doc: dict[str, object], kwargs: dict[str, object] | None = None) -> str:
+def doc_to_text(doc: LmmsDoc, kwargs: dict[str, object] | None = None) -> str:
     """The system prompt, then the user turn with `<image>` where each frame goes: lmms-eval has
     no system turn per document."""
     kwargs = kwargs or {}

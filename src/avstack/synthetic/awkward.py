@@ -16,7 +16,6 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import soundfile as sf
@@ -93,7 +92,9 @@ def _video(d: float = LONG_S, rate: str = "25", size: str = "320x240", flash_s: 
     return ["-f", "lavfi", "-i", f"color=c=black:s={size}:r={rate}:d={d},{flash}"]
 
 
-SECOND_VIDEO: dict[str, Any] = {"size": "480x270", "rate": "30000/1001", "flash_s": 2.0}  # two_videos.mp4's default
+def _second_video() -> list[str]:
+    """two_videos.mp4's second video stream (its default): another size, rate and flash."""
+    return _video(size="480x270", rate="30000/1001", flash_s=2.0)
 
 
 def source_audio(path: Path, d: float = LONG_S, beep_s: float = BEEP_S, speech: bool = True) -> Path:
@@ -169,7 +170,7 @@ def _cases(a: Path, a_short: Path, a_long: Path, a_late_beep: Path) -> dict[str,
         # two video streams, the second marked default (torchcodec's nasa_13013.mp4 is so): a player,
         # ffmpeg and PyAV's streams.best show the second, 480x270 at 29.97 fps, its flash at 2.0 s
         "two_videos.mp4": (
-            _video() + _video(**SECOND_VIDEO) + _audio(a),
+            _video() + _second_video() + _audio(a),
             ["-map", "0", "-map", "1", "-map", "2", *h264, "-c:a", "aac"]
             + ["-disposition:v:0", "0", "-disposition:v:1", "default"],
             0.0,

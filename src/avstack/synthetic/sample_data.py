@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 
 from avstack.synthetic import synth
+
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.asr.types import TimedWord
+
 
 OBJECTS = {  # letter: (name, colour, rect as fractions x1, y1, x2, y2 of the displayed frame)
     "A": ("red cup", (220, 40, 40), (0.10, 0.55, 0.22, 0.80)),
@@ -142,7 +147,7 @@ def _choices(lang: str) -> tuple[list[str], list[str]]:
     return ([f"{k}. {v[0]}" for k, v in OBJECTS.items()], [f"{k}. {v[0]}" for k, v in SPACES.items()])
 
 
-def _strokes(clip: SampleClip, truth: list[dict[str, Any]]) -> list[tuple[int, int]]:
+def _strokes(clip: SampleClip, truth: Sequence[TimedWord]) -> list[tuple[int, int]]:
     if not truth:  # no speech (level 1): one stroke in the middle of the clip
         return [(1200, 2200)]
     return [(max(0, int(truth[i]["begin_time"]) - 200), int(truth[i]["end_time"]) + 300) for i in clip.deictic]
@@ -152,7 +157,7 @@ def make_sample_set(out: str | Path, lang: str = "en", small: bool = True) -> li
     """Write `out/指令N/{clips, annotations.json, eval_gt.json}`; returns the clip paths."""
     out = Path(out)
     voice = "cmn-latn-pinyin" if lang == "zh" else "en"
-    annotations: dict[int, list[dict[str, Any]]] = {}
+    annotations: dict[int, list[dict[str, object]]] = {}
     eval_gt: dict[int, dict[str, object]] = {}
     written = []
     for n, clip in enumerate(_clips(small)):

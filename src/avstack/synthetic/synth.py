@@ -11,12 +11,16 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import av
 import numpy as np
 
 from avstack.errors import MissingTool
+
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.asr.types import TimedWord
+
 
 INDEX_BITS = 12
 BLOCK = 32  # px per bit block; survives JPEG and downscaling to ~1/4
@@ -138,10 +142,10 @@ def place_words(
     rate: int = 16_000,
     noise_level: float = 0.005,
     seed: int = 0,
-) -> tuple[np.ndarray, list[dict[str, object]]]:
+) -> tuple[np.ndarray, list[TimedWord]]:
     """Put word recordings on a timeline; returns audio and the true word times."""
     audio = noise(duration_s, rate, noise_level, seed)
-    truth = []
+    truth: list[TimedWord] = []
     for (text, wav), start in zip(words, starts_ms):
         i = int(start * rate / 1000)
         seg = wav[: max(0, len(audio) - i)]
@@ -290,7 +294,7 @@ def speak(
     voice: str = "en",
     seed: int = 0,
     noise_level: float = 0.005,
-) -> tuple[np.ndarray, list[dict[str, object]]]:
+) -> tuple[np.ndarray, list[TimedWord]]:
     """A spoken sentence with chosen word onsets; returns audio and true word times."""
     recs = [(w.split("|")[0], speak_word(w.split("|")[-1], voice)) for w in words]
     return place_words(recs, starts_ms, duration_s, noise_level=noise_level, seed=seed)

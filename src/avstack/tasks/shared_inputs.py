@@ -3,7 +3,7 @@ own fields (`asr: str | None = asr_source()`), and the command line shows one fl
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
 
 from avstack.errors import UsageError
 from avstack.options import TASK, option
@@ -11,8 +11,9 @@ from avstack.options import TASK, option
 ASR_SOURCES = (None, "whisper", "source")
 
 
-def asr_source() -> Any:
-    """--asr: whose words the ASR block shows."""
+def asr_source() -> str | None:
+    """--asr: whose words the ASR block shows. (A field specifier, typed as the field it fills, as
+    dataclasses.field is: the record's field reads `str | None`.)"""
     return option(
         None,
         "whose words the ASR block shows: whisper (ours, prepared) or source (the dataset's own); default ours",
@@ -20,7 +21,7 @@ def asr_source() -> Any:
     )
 
 
-def prompt_folder() -> Any:
+def prompt_folder() -> Path | None:
     """--prompt: the templates a task's prompt builder renders."""
     return option(
         None, "A folder of prompt templates (system.j2, user.j2; see README); default: the shipped ones", panel=TASK

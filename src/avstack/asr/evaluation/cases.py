@@ -7,12 +7,16 @@ from __future__ import annotations
 import functools
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from avstack import asr
 from avstack.synthetic import synth
+
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.asr.types import TimedWord
+
 
 # Instructions like the EcoG ones, from templates; each word is synthesized on its own.
 EN_TEMPLATES = (
@@ -64,7 +68,7 @@ VOICES = {"en": "en", "zh": "cmn-latn-pinyin"}
 class Case:
     lang: str
     audio: np.ndarray
-    truth: list[dict[str, object]]  # {"text", "begin_time", "end_time"} in ms
+    truth: list[TimedWord]
     seed: int
 
 
@@ -146,7 +150,7 @@ def festival_available(voice: str = "kal_diphone") -> bool:
     return probe.returncode == 0 and b"not defined" not in probe.stderr + probe.stdout
 
 
-def festival_utterance(text: str, voice: str) -> tuple[np.ndarray, list[dict[str, Any]]]:
+def festival_utterance(text: str, voice: str) -> tuple[np.ndarray, list[TimedWord]]:
     """16 kHz audio of `text` spoken as one utterance, and each word's true begin and end (ms)."""
     import subprocess
     import tempfile
@@ -160,7 +164,7 @@ def festival_utterance(text: str, voice: str) -> tuple[np.ndarray, list[dict[str
         script.write_text(_SCHEME.format(voice=voice, text=text.replace('"', ""), wav=wav))
         out = subprocess.run(["festival", "-b", str(script)], capture_output=True, text=True, check=True).stdout
         audio, sr = sf.read(wav, dtype="float32")
-    words = []
+    words: list[TimedWord] = []
     for line in out.splitlines():
         parts = line.split()
         if len(parts) == 3:
@@ -200,7 +204,7 @@ def connected_case(seed: int, voice: str, noise_level: float = 0.004, echo: bool
         audio = _room(audio, nrng)
     audio = (audio + noise_level * nrng.standard_normal(len(audio))).astype(np.float32)
     shift = round(lead * 1000 / asr.RATE)
-    truth = [
+    truth: list[TimedWord] = [
         {"text": w["text"], "begin_time": w["begin_time"] + shift, "end_time": w["end_time"] + shift} for w in words
     ]
     return Case("en", audio, truth, seed)
@@ -217,7 +221,7 @@ FILLER_WORDS = ("um", "uh", "er")
 
 @dataclass(frozen=True)
 class DisfluentCase(Case):
-    fillers: tuple[dict[str, object], ...] = ()  # the fillers placed, with their times
+    fillers: tuple[TimedWord, ...] = ()  # the fillers placed, with their times
 
 
 def disfluent_case(seed: int, take_s: tuple[int, int] = (20, 60), noise_level: float = 0.004) -> DisfluentCase:

@@ -19,12 +19,17 @@ from __future__ import annotations
 import functools
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from avstack.asr.evaluation.cases import Case
 from avstack.asr.types import RATE
 from avstack.errors import UsageError
+
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.asr.types import TimedWord
+
 
 GCIN = Path("/usr/share/gcin-voice/ogg")
 TUNING_SPEAKER = "3"  # the held-out speaker is "5": never read while tuning
@@ -123,7 +128,7 @@ def gcin_case(text: str, speaker: str, seed: int, noise_level: float = 0.002) ->
     style = rng.choice(("plain", "plain", "quiet", "loud"))
     styled = rng.randrange(len(phrases))  # the phrase said quietly or loudly
     pieces: list[np.ndarray] = [np.zeros(rng.randint(300, 900) * RATE // 1000, np.float32)]
-    truth: list[dict[str, object]] = []
+    truth: list[TimedWord] = []
     at = len(pieces[0])
     for k, phrase in enumerate(phrases):
         if k:

@@ -6,9 +6,14 @@ import os
 import re
 import tarfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from avstack.asr.evaluation.cases import Case
 from avstack.errors import UsageError
+
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.asr.types import TimedWord
+
 
 # ---------------------------------------------------------------- real speech, hand-aligned
 # praatio's source distribution carries three read sentences with word boundaries set by hand
@@ -72,7 +77,7 @@ def _extract_plain_files(tar: tarfile.TarFile, members: list[tarfile.TarInfo], i
 _TG_TOKEN = re.compile(r'"((?:[^"]|"")*)"|(?<![\w.])(-?\d+(?:\.\d+)?(?:[eE]-?\d+)?)(?![\w.])')
 
 
-def textgrid_words(path: Path, tier: str) -> list[dict[str, object]]:
+def textgrid_words(path: Path, tier: str) -> list[TimedWord]:
     """The labelled intervals of one interval tier of a TextGrid, in ms. Praat writes the long
     and the short text format; both are the same values in the same order (the long one labels
     them), so the file is read as its sequence of strings and numbers."""
@@ -84,7 +89,7 @@ def textgrid_words(path: Path, tier: str) -> list[dict[str, object]]:
         raise UsageError(f"{path}: expected a TextGrid with an interval tier {tier!r}; {exc}") from None
 
 
-def _tier(tokens: list[str], tier: str, path: Path) -> list[dict[str, object]]:
+def _tier(tokens: list[str], tier: str, path: Path) -> list[TimedWord]:
     k = tokens.index("TextGrid") + 3  # xmin, xmax, then the tier count
     for _ in range(int(tokens[k])):
         kind, name, count = tokens[k + 1], tokens[k + 2], int(tokens[k + 5])
@@ -95,11 +100,12 @@ def _tier(tokens: list[str], tier: str, path: Path) -> list[dict[str, object]]:
             continue
         if kind != "IntervalTier":
             raise UsageError(f"{path}: tier {tier!r} is a {kind}, not an IntervalTier")
-        return [
+        words: list[TimedWord] = [
             {"text": label.lower(), "begin_time": round(float(a) * 1000), "end_time": round(float(b) * 1000)}
             for a, b, label in zip(items[0::3], items[1::3], items[2::3])
             if label.strip()
         ]
+        return words
     raise UsageError(f"{path}: no tier named {tier!r}")
 
 

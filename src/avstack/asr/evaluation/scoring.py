@@ -10,12 +10,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from avstack import asr
 from avstack.asr.evaluation.cases import Case, DisfluentCase, noise_clips
+
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.asr.types import TimedWord
+
 
 _STRIP = re.compile(r"[\W_]+", re.UNICODE)
 
@@ -70,7 +74,7 @@ def _edge_kind(truth: list[tuple[str, int, int]], i: int, side: int, heard: set[
     return INSIDE if j in heard else MISHEARD
 
 
-def score_case(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) -> CaseScore:
+def score_case(truth: Sequence[TimedWord], hyp: Sequence[asr.Word], lang: str) -> CaseScore:
     """A truth word is recognized when all its tokens align to the hypothesis; its begin (end) error
     is measured where its first (last) token is also the first (last) of a hypothesis word."""
     t_words = [(t["text"], t["begin_time"], t["end_time"]) for t in truth]
@@ -109,7 +113,7 @@ def _matched(
     return h_tok, heard
 
 
-def correct_words(truth: list[dict[str, Any]], hyp: Sequence[asr.Word], lang: str) -> list[bool]:
+def correct_words(truth: Sequence[TimedWord], hyp: Sequence[asr.Word], lang: str) -> list[bool]:
     """Per hypothesis word: is it right (every token of it aligns with the truth's, in order)?"""
     t_tok = _tokens([(t["text"], t["begin_time"], t["end_time"]) for t in truth], lang)
     h_tok = _tokens([(w.text, w.begin_ms, w.end_ms) for w in hyp], lang)
@@ -196,15 +200,13 @@ def summarize(cases: list[Case], hyps: list[list[asr.Word]], noise_words: int, r
     return row
 
 
-def utterances(
-    truth: list[dict[str, Any]], hyp: Sequence[asr.Word]
-) -> list[tuple[list[dict[str, Any]], list[asr.Word]]]:
+def utterances(truth: list[TimedWord], hyp: Sequence[asr.Word]) -> list[tuple[list[TimedWord], list[asr.Word]]]:
     """A long take scored utterance by utterance (truth words marked "utterance"), each against
     the words heard in its stretch (cut at the middle of the pauses between utterances): matched
     over a whole take, a repeated word ("the", "put") could pair with one said a minute away."""
     if not truth or "utterance" not in truth[0]:
         return [(truth, list(hyp))]
-    groups: dict[int, list[dict[str, Any]]] = {}
+    groups: dict[int, list[TimedWord]] = {}
     for t in truth:
         groups.setdefault(t["utterance"], []).append(t)
     spans = [(g[0]["begin_time"], g[-1]["end_time"]) for g in groups.values()]

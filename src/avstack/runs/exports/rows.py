@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from avstack.errors import MissingPackage
 from avstack.io import atomic_write
@@ -44,6 +45,29 @@ class ExportRow:
     extra: Mapping[str, object] = field(default_factory=dict)
 
 
+class _Row(TypedDict):
+    id: str
+    stack: str
+    system: str
+    question: str
+    parts: str  # JSON: part_layout
+    images: Sequence[object]  # paths as written; PIL images once `datasets` has decoded the column
+    image_pts_ms: list[int | None]
+    video: str | None
+    audio: str | None
+    answer: str  # JSON: the truth the task's scorer reads
+    extra: str  # JSON: fields a harness may group by
+
+
+class LmmsDoc(_Row, total=False):
+    """A generic row (row_of) as lmms-eval's hooks get it back (`doc`): read from a file, so each
+    hook parses its JSON columns itself. An EcoG export written before the one schema had its
+    clip's size as columns."""
+
+    width: int
+    height: int
+
+
 @dataclass(frozen=True)
 class LmmsTask:
     """What an lmms-eval task folder takes from the task: its name's prefix, the module whose
@@ -64,7 +88,7 @@ def part_layout(req: Request) -> list[dict[str, str]]:
     ]
 
 
-def row_of(item: ExportRow, stack: str) -> dict[str, object]:
+def row_of(item: ExportRow, stack: str) -> LmmsDoc:
     """The generic row (jsonl, hf, lmms-eval): the flat prompt, the parts in order, the media."""
     req = item.request
     question, images, pts = flat_prompt(req)
@@ -104,7 +128,7 @@ def parquet_features() -> object:
     )
 
 
-def write_parquet(rows: list[dict[str, object]], path: Path) -> Path:
+def write_parquet(rows: Sequence[Mapping[str, object]], path: Path) -> Path:
     """One shard of rows as Parquet (an empty shard writes nothing)."""
     from datasets import Dataset
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from typing import Any
 
 import cv2
@@ -178,7 +179,7 @@ def _seed(name: str) -> int:
     return int(name or 0)
 
 
-BASELINES: dict[str, Any] = {
+BASELINES: dict[str, Callable[[str], Backend]] = {
     "oracle": lambda name: Oracle(),
     "chance": lambda name: Chance(_seed(name)),
     "deixis": lambda name: Deixis(_seed(name)),

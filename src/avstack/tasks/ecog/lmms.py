@@ -10,11 +10,15 @@ model (lmms-eval's `openai`) gets `doc_to_messages`: the request `avstack run` s
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from avstack.runs import lmms_hooks as hooks
 from avstack.tasks.ecog.metrics import score_clip
 from avstack.tasks.ecog.parse import parse_answer
+
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.runs.exports.rows import LmmsDoc
+
 
 # --------------------------------------------------------------------------- the hooks
 
@@ -26,7 +30,7 @@ doc_to_text = hooks.doc_to_text
 aggregate_mean = hooks.aggregate_mean
 
 
-def process_results(doc: dict[str, Any], results: list[str]) -> dict[str, float]:
+def process_results(doc: LmmsDoc, results: list[str]) -> dict[str, float]:
     """avstack's parse and score of the model's answer, per metric."""
     pred, _ = parse_answer(results[0] if results else "", "xy")
     # the clip's size: in the row's extra (one schema for every task); a column in older exports

@@ -15,7 +15,6 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import cv2
 import numpy as np
@@ -28,6 +27,7 @@ from avstack.tasks.ecog.data import LEVEL_OF, referents
 from avstack.tasks.ecog.metrics import METRICS, load_mask
 from avstack.tasks.ecog.report import Run, item_tables
 from avstack.tasks.ecog.runs import load_run
+from avstack.tasks.ecog.scoring import ScoredClip
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,9 @@ class StackRun:
     color: str
     run: Run
     raw: dict[str, dict[str, object]]  # clip id -> predictions.jsonl line
-    by_clip: Mapping[str, object]  # clip id -> ScoredClip
+    by_clip: Mapping[str, ScoredClip]  # by clip id
 
-    def scored(self, clip_id: str) -> Any:
+    def scored(self, clip_id: str) -> ScoredClip | None:
         return self.by_clip.get(clip_id)
 
 
@@ -231,7 +231,7 @@ def timeline(rec: ClipRecord, stacks: list[StackRun], prepared: Path, pages: Pat
     )
 
 
-def _pred_times(sc: Any, n: int) -> list[Any]:
+def _pred_times(sc: ScoredClip | None, n: int) -> list[object]:
     points = sc.pred.get("point_list") if sc is not None and isinstance(sc.pred, dict) else None
     points = points if isinstance(points, list) else []
     return [p.get("timestamp") if isinstance(p, dict) else None for p in points[:n]]

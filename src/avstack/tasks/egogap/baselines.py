@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
 
 from avstack.errors import UsageError
 from avstack.prompting.messages import Request
@@ -34,7 +34,7 @@ class Oracle(Backend):
         return Answer(json.dumps({"answer": truth["correct_letter"], "rationale": "oracle"}))
 
 
-BASELINES: dict[str, Any] = {
+BASELINES: dict[str, Callable[[str], Backend]] = {
     "oracle": lambda name: Oracle(),
     "chance": lambda name: Chance(int(name or 0)),
 }

@@ -4,6 +4,7 @@ what the request allows: an option letter, a span inside the video)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from avstack.errors import UsageError
@@ -61,7 +62,7 @@ class Chance(Backend):
         return "unknown"
 
 
-BASELINES: dict[str, Any] = {
+BASELINES: dict[str, Callable[[str], Backend]] = {
     "oracle": lambda name: Oracle(),
     "chance": lambda name: Chance(int(name or 0)),
 }

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 from avstack.errors import UsageError
 from avstack.io import DataError
@@ -64,16 +64,9 @@ def generic_item(row: dict[str, object], where: str) -> Item:
     subtitles = row.get("subtitles") or None
     if subtitles is not None and not isinstance(subtitles, str):
         raise DataError(f"{where}: 'subtitles' must be a file name; found {subtitles!r:.60}")
-    common: dict[str, Any] = {
-        "id": item_id,
-        "video": video,
-        "question": question,
-        "subtitles": subtitles,
-        "groups": groups,
-        "source": where,
-    }
+    item = partial(Item, id=item_id, video=video, question=question, subtitles=subtitles, groups=groups, source=where)
     if row.get("answer_span") not in (None, ""):
-        return Item(kind="grounding", spans=(_span(row["answer_span"], f"{where}: answer_span"),), **common)
+        return item(kind="grounding", spans=(_span(row["answer_span"], f"{where}: answer_span"),))
     if row.get("options") not in (None, ""):
         options = lettered(_options(row["options"], f"{where}: options"))
         answer = required_text(row.get("answer"), "answer", where)
@@ -85,8 +78,8 @@ def generic_item(row: dict[str, object], where: str) -> Item:
         )
         if letter is None:
             raise DataError(f"{where}: answer {answer!r} is neither an option letter ({''.join(letters)}) nor option")
-        return Item(kind="mcq", options=options, answer=letter, **common)
-    return Item(kind="open", answer=required_text(row.get("answer"), "answer", where), **common)
+        return item(kind="mcq", options=options, answer=letter)
+    return item(kind="open", answer=required_text(row.get("answer"), "answer", where))
 
 
 def charades_items(path: Path) -> tuple[list[Item], list[str]]:

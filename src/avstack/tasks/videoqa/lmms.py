@@ -4,10 +4,14 @@ question's answer parsed and scored as `avstack run` scores it (score.item_outco
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from avstack.tasks.videoqa.items import Item
 from avstack.tasks.videoqa.score import item_outcome
+
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.runs.exports.rows import LmmsDoc
+
 
 METRICS = ("correct",)
 
@@ -33,7 +37,7 @@ def item_of(doc_id: str, answer: dict[str, Any]) -> Item:
     )
 
 
-def process_results(doc: dict[str, Any], results: list[str]) -> dict[str, float | None]:
+def process_results(doc: LmmsDoc, results: list[str]) -> dict[str, float | None]:
     item = item_of(doc["id"], json.loads(doc["answer"]))
     row = item_outcome(item, {"response": results[0] if results else ""})
     return {m: row[m] for m in METRICS}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from avstack.io import DataError, inside
 from avstack.manifest import ClipRecord
@@ -21,6 +21,10 @@ from avstack.tasks.videoqa.data import Item
 from avstack.tasks.videoqa.inputs import VideoqaInputs
 from avstack.tasks.videoqa.shipped_prompts import shipped_request
 from avstack.tasks.videoqa.subtitles import read_subtitles
+
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.asr.types import TimedWord
+
 
 PROMPT_VERSION = "videoqa-2"  # 2: the clip's video or sound after the question (prompting.shared_parts), as EcoG's
 BUILTIN = Path(__file__).with_name("prompts")
@@ -46,7 +50,7 @@ def _asr(record: ClipRecord, item: Item, stack: Stack, data_root: str | None, so
     return True, asr_text(record.asr.to_ecog(), stack)
 
 
-def given_words(item: Item, data_root: str | None) -> list[dict[str, Any]]:
+def given_words(item: Item, data_root: str | None) -> list[TimedWord]:
     """The benchmark's words or cues for the item's video, those ended by `until_s` only."""
     if data_root is None:
         raise DataError(f"item {item.id!r}: subtitles need the data root (recorded in prepare.json)")

@@ -14,7 +14,8 @@ frames (not its pts: on a variable-rate clip the two differ, and this arm keeps 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from avstack.io import DataError
 from avstack.manifest import ClipRecord
@@ -22,24 +23,28 @@ from avstack.prompting.messages import Image, Part, Request, Text
 from avstack.prompting.stacks import Stack
 from avstack.tasks.videoqa.items import Item
 
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.asr.types import TimedWord
+
+
 MME2_HEAD = "These are the frames of a video. This video's subtitles are listed below:\n{}\n"
 MME2_TAIL = "Respond with only the letter (A, B, C, D, E, F, G, or H) of the correct option."
 SENTENCE_GAP_S, AFTER_STOP_GAP_S = 0.5, 0.1
 PROMPTS = {("videomme2", "concat"), ("videomme2", "interleave")}  # (protocol, variant) this module writes
 
 
-def sentences(words: list[dict[str, Any]]) -> list[tuple[float, float, str]]:
+def sentences(words: Sequence[TimedWord]) -> list[tuple[float, float, str]]:
     """(start s, end s, text) of the script's sentences over timed words (ms)."""
-    out: list[list[Any]] = []
+    out: list[tuple[float, float, str]] = []
     for w in words:
         begin, end, text = w["begin_time"] / 1000, w["end_time"] / 1000, w["text"]
         if out:
             gap, last = begin - out[-1][1], out[-1][2]
             if not (gap > SENTENCE_GAP_S or (last.endswith((".", "!", "?")) and gap > AFTER_STOP_GAP_S)):
-                out[-1][1], out[-1][2] = end, f"{last} {text}"
+                out[-1] = (out[-1][0], end, f"{last} {text}")
                 continue
-        out.append([begin, end, text])
-    return [(a, b, t) for a, b, t in out]
+        out.append((begin, end, text))
+    return out
 
 
 def _question(item: Item) -> str:
@@ -47,7 +52,7 @@ def _question(item: Item) -> str:
 
 
 def shipped_request(record: ClipRecord, item: Item, stack: Stack, prepared_dir: str,
-                    words: list[dict[str, Any]], meta: dict[str, Any]) -> Request:  # fmt: skip
+                    words: Sequence[TimedWord], meta: dict[str, Any]) -> Request:  # fmt: skip
     """The request the benchmark's own code would send for `item` under the `concat` or
     `interleave` variant (its words: the item's subtitles, already cut at `until_s`)."""
     if (item.protocol, stack.variant) not in PROMPTS:

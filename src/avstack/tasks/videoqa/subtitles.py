@@ -6,9 +6,13 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from avstack.io import DataError
+
+if TYPE_CHECKING:  # a TypedDict: only the annotations read it
+    from avstack.asr.types import TimedWord
+
 
 _TIME = r"(?:(\d+):)?(\d{1,2}):(\d{2})[,.](\d{3})"
 _CUE = re.compile(rf"{_TIME}\s*-->\s*{_TIME}")
@@ -18,7 +22,7 @@ def _ms(h: str | None, m: str, s: str, frac: str) -> int:
     return ((int(h or 0) * 60 + int(m)) * 60 + int(s)) * 1000 + int(frac)
 
 
-def read_subtitles(path: str | Path) -> list[dict[str, Any]]:
+def read_subtitles(path: str | Path) -> list[TimedWord]:
     """[{text, begin_time, end_time}] in ms, in file order; a file with no cue is a DataError."""
     path = Path(path)
     try:
@@ -27,7 +31,7 @@ def read_subtitles(path: str | Path) -> list[dict[str, Any]]:
         raise DataError(f"subtitles {path}: cannot read ({exc})") from None
     if path.suffix.lower() == ".jsonl":
         return word_lines(path, text)
-    cues = []
+    cues: list[TimedWord] = []
     for block in re.split(r"\n\s*\n", text.replace("\r\n", "\n")):
         lines = [ln for ln in block.strip().split("\n") if ln.strip()]
         for k, line in enumerate(lines):
@@ -42,10 +46,10 @@ def read_subtitles(path: str | Path) -> list[dict[str, Any]]:
     return cues
 
 
-def word_lines(path: Path, text: str) -> list[dict[str, Any]]:
+def word_lines(path: Path, text: str) -> list[TimedWord]:
     """Video-MME-v2's word-level subtitles: a word a line, `{"text", "start_time", "end_time"}` in
     float seconds, each kept to the millisecond; a bad line names the file and the line."""
-    words = []
+    words: list[TimedWord] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
