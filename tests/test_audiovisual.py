@@ -320,6 +320,45 @@ def test_videomme2_runs_and_scores_as_computed_by_hand(av, tmp_path, model):
         assert mme2["Non-Lin Score"] == 100.0 and mme2["relevance"] == mme2["logic"] == 100.0
 
 
+def test_the_lmms_eval_export_aggregates_the_non_lin_score_as_score_json(av, tmp_path):
+    """The lmms-eval task folder's own hooks (the generated utils.py, as lmms-eval calls them:
+    process_results per answer, then the YAML's aggregation per metric) give Video-MME-v2's
+    Non-Lin Score that `avstack run` writes, and the hand computation."""
+    import importlib.util
+
+    import datasets
+
+    root, prepared, files = av
+    got = _run(prepared, files["videomme2"], "chance:3", tmp_path / "o")
+    qa = ["--task", "videoqa", "--questions", str(files["videomme2"])]
+    res = CliRunner().invoke(app, ["export", str(prepared), *qa, "--to", "lmms-eval", "--out", str(tmp_path / "x")])
+    assert res.exit_code == 0, res.output
+    yaml_text = (tmp_path / "x" / "avstack_videoqa_full.yaml").read_text()
+    aggregations = dict(re.findall(r"- metric: (\w+)\n    aggregation: !function utils\.(\w+)", yaml_text))
+    assert aggregations == {"correct": "aggregate_mean", "non_lin_score": "aggregate_non_lin"}
+    spec = importlib.util.spec_from_file_location("lmms_utils", tmp_path / "x" / "utils.py")
+    utils = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(utils)
+    raw = {
+        str(p["id"]): p["raw"] for p in map(json.loads, (tmp_path / "o" / "predictions.jsonl").read_text().splitlines())
+    }
+    docs = datasets.load_dataset("parquet", data_files={"test": str(tmp_path / "x" / "test-*.parquet")}, split="test")
+    per_metric: dict[str, list] = {}
+    for doc in docs:
+        for metric, value in utils.process_results(doc, [raw[doc["id"]]]).items():
+            per_metric.setdefault(metric, []).append(value)
+    theirs = {m: getattr(utils, aggregations[m])(values) for m, values in per_metric.items()}
+    expected = _mme2_expected(files["videomme2"], _answers(tmp_path / "o"))
+    assert theirs["non_lin_score"] == pytest.approx(got["videomme2"]["Non-Lin Score"], abs=1e-4)
+    assert theirs["non_lin_score"] == pytest.approx(expected["nonlin"], abs=1e-4)
+    assert 100 * theirs["correct"] == pytest.approx(got["videomme2"]["Avg Acc"], abs=1e-4)
+    # another benchmark's export has no group score to report
+    other = ["export", str(prepared), "--task", "videoqa", "--questions", str(files["worldsense"])]
+    res = CliRunner().invoke(app, [*other, "--to", "lmms-eval", "--out", str(tmp_path / "w")])
+    assert res.exit_code == 0, res.output
+    assert "non_lin_score" not in (tmp_path / "w" / "avstack_videoqa_full.yaml").read_text()
+
+
 def test_a_failed_extraction_is_wrong_and_score_json_says_how_the_official_script_differs(av, tmp_path):
     root, _, files = av
     lines = [{"id": f"00{v}-{k}", "response": "B" if (v, k) != (1, 1) else "i really cannot say which one it is here"}

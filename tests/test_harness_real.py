@@ -249,3 +249,7 @@ def test_lmms_eval_runs_an_audiovisual_benchmarks_export_with_avstack_runs_answe
     assert 100 * sum(theirs) / len(theirs) == pytest.approx(score["overall"]["accuracy"], abs=1e-4)
     if benchmark == "videomme2":
         assert score["videomme2"]["Avg Acc"] == pytest.approx(score["overall"]["accuracy"], abs=1e-4)
+        # the group score too, aggregated by lmms-eval over the answers it collected
+        (results,) = (tmp_path / "lmms-out").rglob("*_results.json")
+        theirs_non_lin = json.loads(results.read_text())["results"]["avstack_videoqa_full"]["non_lin_score,none"]
+        assert theirs_non_lin == pytest.approx(score["videomme2"]["Non-Lin Score"], abs=1e-4)

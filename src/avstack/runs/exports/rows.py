@@ -76,6 +76,9 @@ class LmmsTask:
     prefix: str  # e.g. avstack_videoqa
     hooks: str  # e.g. avstack.tasks.videoqa.lmms
     metrics: tuple[str, ...]
+    # a metric that is not a mean over answers: the hooks module's function that aggregates it
+    # (Video-MME-v2's Non-Lin Score is a mean over groups of four)
+    aggregations: Mapping[str, str] = field(default_factory=dict)
 
 
 def part_layout(req: Request) -> list[dict[str, str]]:
@@ -163,16 +166,26 @@ def process_results(doc, results):
 def aggregate_mean(items):
     return hooks.aggregate_mean(items)
 '''
+# the task's own aggregation, where a metric has one (LmmsTask.aggregations)
+AGGREGATION = """
+
+def {name}(items):
+    from {module} import {name} as aggregate
+
+    return aggregate(items)
+"""
 
 
 def lmms_task_name(prefix: str, stack: str) -> str:
     return prefix + "_" + re.sub(r"[^A-Za-z0-9_]+", "_", stack).strip("_")
 
 
-def lmms_yaml(name: str, metrics: Sequence[str], data_files: str, max_tokens: int) -> str:
+def lmms_yaml(
+    name: str, metrics: Sequence[str], data_files: str, max_tokens: int, aggregations: Mapping[str, str] | None = None
+) -> str:
+    how = {m: (aggregations or {}).get(m, "aggregate_mean") for m in metrics}
     listed = "".join(
-        f"  - metric: {m}\n    aggregation: !function utils.aggregate_mean\n    higher_is_better: true\n"
-        for m in metrics
+        f"  - metric: {m}\n    aggregation: !function utils.{how[m]}\n    higher_is_better: true\n" for m in metrics
     )
     return (
         f"task: {name}\n"
@@ -195,6 +208,7 @@ def lmms_yaml(name: str, metrics: Sequence[str], data_files: str, max_tokens: in
 def write_lmms_task(folder: Path, stack: str, lmms: LmmsTask, shards_glob: str, max_tokens: int) -> Path:
     name = lmms_task_name(lmms.prefix, stack)
     path = folder / f"{name}.yaml"
-    atomic_write(path, lmms_yaml(name, lmms.metrics, shards_glob, max_tokens).encode())
-    atomic_write(folder / "utils.py", UTILS.format(module=lmms.hooks).encode())
+    atomic_write(path, lmms_yaml(name, lmms.metrics, shards_glob, max_tokens, lmms.aggregations).encode())
+    own = "".join(AGGREGATION.format(module=lmms.hooks, name=f) for f in sorted(set(lmms.aggregations.values())))
+    atomic_write(folder / "utils.py", (UTILS.format(module=lmms.hooks) + own).encode())
     return path

@@ -28,7 +28,7 @@ from avstack.tasks import (
 from avstack.tasks.videoqa.baselines import BASELINES
 from avstack.tasks.videoqa.data import Item, load_questions
 from avstack.tasks.videoqa.inputs import VideoqaInputs
-from avstack.tasks.videoqa.lmms import METRICS, answer_of
+from avstack.tasks.videoqa.lmms import answer_of, metrics_of
 from avstack.tasks.videoqa.report import score_rows, write_report
 from avstack.tasks.videoqa.runs import joined, packed_work_items, run, score_run, work_items, write_requests
 from avstack.tasks.videoqa.score import score
@@ -117,7 +117,9 @@ def export(prepared: Path | None, inputs: VideoqaInputs, stack: Stack, opts: Exp
         for (item, _), w in zip(pairs, work)
         if w.request is not None
     ]
-    return write_export(rows, stack.name, opts, LmmsTask("avstack_videoqa", "avstack.tasks.videoqa.lmms", METRICS))
+    metrics, aggregations = metrics_of([item for item, _ in pairs])
+    lmms = LmmsTask("avstack_videoqa", "avstack.tasks.videoqa.lmms", metrics, aggregations)
+    return write_export(rows, stack.name, opts, lmms)
 
 
 def view(first: Path, runs: list[Path], out: Path) -> Path:
