@@ -476,6 +476,50 @@ def test_videomme2_one_ablation_puts_its_own_prompts_beside_timed_words(av, reco
     assert (score["Avg Acc"], score["Non-Lin Score"]) == (25.0, pytest.approx(expected["nonlin"], abs=1e-4))
 
 
+def test_worldsense_frame_cues_is_vlmevalkits_subtitled_request_byte_for_byte(av, recording_server, tmp_path):
+    """WorldSense's subtitled setting as VLMEvalKit sends it: its instruction, the frames, the cue
+    on screen at each sampled frame (index / fps; begin < t < end, strictly), the question and
+    its candidates; computed here from the SRT file and the frames' indices."""
+    root, prepared, files = av
+    args = ["run", str(prepared), "--task", "videoqa", "--questions", str(files["worldsense"]),
+            "--variant", "frame_cues", "--model", "openai:m", "--base-url", recording_server,
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    srt = [(500, 1500, "the cup"), (2000, 3000, "is red")]  # ws1.srt, as _worldsense writes it
+    manifest = {json.loads(x)["clip_id"]: json.loads(x) for x in (prepared / "manifest.jsonl").read_text().splitlines()}
+    items = {it.id: it for it in load_questions(files["worldsense"], "auto", root)[0]}
+    assert len(Recording.bodies) == len(items) == 3
+    for body in Recording.bodies:
+        (message,) = [m for m in body["messages"] if m["role"] == "user"]
+        content = message["content"]
+        kinds = [p["type"] for p in content]
+        item = next(it for it in items.values() if f"Question: {it.question}\n" in content[-1]["text"])
+        rec = next(r for r in manifest.values() if r["video"].endswith(item.video.split("/")[-1]))
+        times = [round(f["index"] * 1000 / rec["fps"]) for f in rec["frames"]]
+        cues = [next((c for a, b, c in srt if a < t < b), "") for t in times] if item.subtitles else []
+        assert kinds == ["text", *["image_url"] * len(times), "text", "text"], kinds
+        assert content[0]["text"] == (
+            "Carefully watch this video and pay attention to every detail. Based on your observations, "
+            "select the best option that accurately addresses the question."
+        )
+        assert content[-2]["text"] == (
+            "\nThese are the frames of a video. This video's subtitles are listed below:\n"
+            + "\n".join(c for c in cues if c)
+            + "\nSelect the best answer to the following multiple-choice question based on the video. "
+            "Respond with only the letter (A, B, C, or D) of the correct option.\n"
+        )
+        assert content[-1]["text"] == f"Question: {item.question}\n" + "\n".join(item.options) + "\nAnswer: "
+        if item.subtitles:  # frames at 0, 1000, 2000, 3000 ms: "the cup" at 1000 only (2000 is its begin)
+            assert [c for c in cues if c] == ["the cup"]
+    # a question of another benchmark is refused this arm, named
+    other = ["run", str(prepared), "--task", "videoqa", "--questions", str(files["videomme2"]), "--variant",
+             "frame_cues", "--model", "oracle", "--out", str(tmp_path / "m")]  # fmt: skip
+    CliRunner().invoke(app, other)
+    lines = [json.loads(x) for x in (tmp_path / "m" / "predictions.jsonl").read_text().splitlines()]
+    assert all("frame_cues variant is WorldSense's own prompt" in (x.get("error") or "") for x in lines), lines
+
+
 def test_egolife_no_request_carries_anything_after_its_query_time(av, recording_server, tmp_path):
     root, prepared, files = av
     asked = ["run", str(prepared), "--task", "videoqa", "--questions", str(files["egolife"])]

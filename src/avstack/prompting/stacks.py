@@ -39,8 +39,10 @@ VARIANTS = {
     # Video-MME-v2's frames with its subtitles joined (concat) or after each frame (interleave)
     "concat": frozenset({"frames", "subtitles"}),
     "interleave": frozenset({"frames", "subtitles"}),
+    # WorldSense's frames with the subtitle cue on screen at each sampled frame (VLMEvalKit's)
+    "frame_cues": frozenset({"frames", "subtitles"}),
 }
-SHIPPED_PROMPTS = ("concat", "interleave")  # variants whose requests are the benchmark's own
+SHIPPED_PROMPTS = ("concat", "interleave", "frame_cues")  # variants whose requests are the benchmark's own
 # the variants that show a dataset's own words or files, which only a questions file gives
 GIVEN_VARIANTS = ("subtitled", "silent", *SHIPPED_PROMPTS)
 

@@ -10,7 +10,16 @@ and drops their times (as lmms-eval's PR #1289 does); `interleave` (the standalo
 merges the words into sentences (a new one after a gap over 0.5 s, or after . ! ? with a gap
 over 0.1 s) and puts after each frame the sentences that begin in [t_i, t_i+1) as
 `[Subtitle 12.34s - 15.00s]: ...`, where t_i is the frame's index / fps, as the script times
-frames (not its pts: on a variable-rate clip the two differ, and this arm keeps the script's)."""
+frames (not its pts: on a variable-rate clip the two differ, and this arm keeps the script's).
+
+WorldSense (VLMEvalKit's vlmeval/dataset/worldsense.py, its frames-with-subtitles setting, read at
+open-compass/VLMEvalKit 00fff54): `frame_cues` sends its instruction, the frames, `These are the
+frames of a video. This video's subtitles are listed below:` with, a line per sampled frame, the
+cue on screen at that frame's time (index / fps, to the ms; the first cue with begin < t < end; a
+frame with none adds no line, and a cue on screen at three frames is listed three times), then
+`Question: ...` with its candidates and `Answer: `. Its text parts are the strings that code
+writes; a cue's lines are joined by a space (as it joins pysubs2's line breaks), its markup
+dropped."""
 
 from __future__ import annotations
 
@@ -30,7 +39,20 @@ if TYPE_CHECKING:  # a TypedDict: only the annotations read it
 MME2_HEAD = "These are the frames of a video. This video's subtitles are listed below:\n{}\n"
 MME2_TAIL = "Respond with only the letter (A, B, C, D, E, F, G, or H) of the correct option."
 SENTENCE_GAP_S, AFTER_STOP_GAP_S = 0.5, 0.1
-PROMPTS = {("videomme2", "concat"), ("videomme2", "interleave")}  # (protocol, variant) this module writes
+# WorldSense's, as VLMEvalKit writes them around the frames (its subtitled setting)
+WS_INSTRUCTION = (
+    "Carefully watch this video and pay attention to every detail. "
+    "Based on your observations, select the best option that accurately addresses the question."
+)
+WS_SUBTITLED = (
+    "\nThese are the frames of a video. This video's subtitles are listed below:\n{}\n"
+    "Select the best answer to the following multiple-choice question based on the video. "
+    "Respond with only the letter (A, B, C, or D) of the correct option.\n"
+)
+WS_QUESTION = "Question: {}\nAnswer: "
+# (protocol, variant) this module writes, and whose prompt each variant is
+PROMPTS = {("videomme2", "concat"), ("videomme2", "interleave"), ("worldsense", "frame_cues")}
+OWNER = {"concat": "Video-MME-v2", "interleave": "Video-MME-v2", "frame_cues": "WorldSense"}
 
 
 def sentences(words: Sequence[TimedWord]) -> list[tuple[float, float, str]]:
@@ -47,6 +69,17 @@ def sentences(words: Sequence[TimedWord]) -> list[tuple[float, float, str]]:
     return out
 
 
+def cues_at_frames(cues: Sequence[TimedWord], times_ms: Sequence[int]) -> list[str]:
+    """Per frame time, the text of the first cue on screen then (begin < t < end, strictly, as
+    VLMEvalKit compares); a frame with no cue gives no line."""
+    lines = []
+    for t in times_ms:
+        text = next((c["text"] for c in cues if c["begin_time"] < t < c["end_time"]), "")
+        if text.strip():
+            lines.append(text)
+    return lines
+
+
 def _question(item: Item) -> str:
     return f"{item.question}\n" + "\n".join(item.options) + f"\n{MME2_TAIL}"
 
@@ -57,12 +90,18 @@ def shipped_request(record: ClipRecord, item: Item, stack: Stack, prepared_dir: 
     `interleave` variant (its words: the item's subtitles, already cut at `until_s`)."""
     if (item.protocol, stack.variant) not in PROMPTS:
         raise DataError(
-            f"item {item.id!r}: the {stack.variant} variant is Video-MME-v2's own prompt; this question is "
-            f"{item.protocol or 'generic'}'s"
+            f"item {item.id!r}: the {stack.variant} variant is {OWNER[stack.variant]}'s own prompt; this question "
+            f"is {item.protocol or 'generic'}'s"
         )
     images = [Image(f.path, f.pts_ms) for f in record.frames]
     parts: list[Part]
-    if stack.variant == "concat":
+    if stack.variant == "frame_cues":
+        if not record.fps:
+            raise DataError(f"clip {record.clip_id!r}: frame_cues times frames by index / fps; the clip has no fps")
+        cues = cues_at_frames(words, [round(f.index * 1000 / record.fps) for f in record.frames])
+        question = WS_QUESTION.format(item.question + "\n" + "\n".join(item.options))
+        parts = [Text(WS_INSTRUCTION), *images, Text(WS_SUBTITLED.format("\n".join(cues))), Text(question)]
+    elif stack.variant == "concat":
         text = MME2_HEAD.format(" ".join(w["text"] for w in words)) + _question(item)
         parts = [*images, Text(text)]
     else:
