@@ -253,7 +253,7 @@ def _k_by_order(structure: str, right: dict[int, bool]) -> int:
     return sum(1 for q in before if right[q] and all(right[p] for p in before[q]))
 
 
-LOGIC_MAPS = {"[1, 2, 3, 4]": [0, 6.25, 25, 56.25, 100], "[1, [2, 3], 4]": [0, 8.33, 33.33, 58.33, 100],
+LOGIC_MAPS = {"[1, 2, 3, 4]": [0, 6.25, 25, 56.25, 100], "[1, [2, 3], 4]": [0, 100 / 12, 400 / 12, 700 / 12, 100],
               "[[1, 2], 3, 4]": [0, 10, 20, 50, 100]}  # fmt: skip
 
 
@@ -263,6 +263,17 @@ def test_the_non_linear_score_equals_brute_force_over_every_answer_pattern():
             right = dict(zip((1, 2, 3, 4), pattern))
             assert group_score("logic", structure, right) == values[_k_by_order(structure, right)], (structure, pattern)
             assert group_score("relevance", structure, right) == [0, 6.25, 25, 56.25, 100][sum(pattern)]
+    # the script's own way (evaluation/test_video_mme_v2.py, cal_logic): the index of the last
+    # right answer of the leading run, moved on by one in each structure's special case
+    for structure, values in LOGIC_MAPS.items():
+        for pattern in itertools.product((False, True), repeat=4):
+            last = next((i for i, ok in enumerate(pattern) if not ok), 4) - 1
+            if structure == "[1, [2, 3], 4]" and last == 0 and pattern[2]:
+                last += 1
+            if structure == "[[1, 2], 3, 4]" and last == -1 and pattern[1]:
+                last += 1
+            right = dict(zip((1, 2, 3, 4), pattern))
+            assert group_score("logic", structure, right) == values[last + 1], (structure, pattern)
     # the document's two worked cases
     assert _k_by_order("[1, [2, 3], 4]", {1: True, 2: False, 3: True, 4: True}) == 2
     assert _k_by_order("[[1, 2], 3, 4]", {1: False, 2: True, 3: True, 4: True}) == 1
@@ -371,7 +382,9 @@ def test_a_failed_extraction_is_wrong_and_score_json_says_how_the_official_scrip
     result = score(items, lines)
     assert result["per_item"]["001-1"]["correct"] == 0.0 and result["per_item"]["001-1"]["parsed"] == 0
     answers = {x["id"]: (None if x["id"] == "001-1" else "B") for x in lines}
-    assert result["videomme2"]["Non-Lin Score"] == pytest.approx(_mme2_expected(files["videomme2"], answers)["nonlin"])
+    assert result["videomme2"]["Non-Lin Score"] == pytest.approx(
+        _mme2_expected(files["videomme2"], answers)["nonlin"], abs=1e-4
+    )
 
 
 @pytest.mark.parametrize("model", ["oracle", "chance:1"])
@@ -474,6 +487,71 @@ def test_videomme2_one_ablation_puts_its_own_prompts_beside_timed_words(av, reco
         files["videomme2"], dict.fromkeys((f"00{v}-{k}" for v in (1, 2) for k in range(1, 5)), "B")
     )
     assert (score["Avg Acc"], score["Non-Lin Score"]) == (25.0, pytest.approx(expected["nonlin"], abs=1e-4))
+
+
+def _official_segments(words: list[dict]) -> list[tuple[float, float, str]]:
+    """Video-MME-v2's sentence grouping, written here from its script's rule: a new sentence
+    after a gap over 0.5 s, or after . ! ? with a gap over 0.1 s."""
+    out: list[list] = []
+    for prev, w in zip([None, *words], words):
+        gap = w["start_time"] - prev["end_time"] if prev else None
+        if prev is None or gap > 0.5 or (prev["text"].rstrip().endswith((".", "!", "?")) and gap > 0.1):
+            out.append([w["start_time"], w["end_time"], [w["text"]]])
+        else:
+            out[-1][1] = w["end_time"]
+            out[-1][2].append(w["text"])
+    return [(a, b, " ".join(ws)) for a, b, ws in out]
+
+
+@pytest.mark.parametrize("variant", ["concat", "interleave"])
+def test_videomme2_concat_and_interleave_are_its_scripts_requests_byte_for_byte(
+    av, recording_server, tmp_path, variant
+):
+    """Part by part, the request Video-MME-v2's standalone script builds: computed here from the
+    word JSONL and the frames' indices (t = index / fps; a sentence follows each frame whose
+    [t_i, t_i+1) it overlaps)."""
+    root, prepared, files = av
+    args = ["run", str(prepared), "--task", "videoqa", "--questions", str(files["videomme2"]),
+            "--variant", variant, "--model", "openai:m", "--base-url", recording_server,
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    manifest = [json.loads(x) for x in (prepared / "manifest.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in files["videomme2"].read_text().splitlines()][:8]
+    assert len(Recording.bodies) == len(rows)
+    instruction = ("Select the best answer to the following multiple-choice question based on the video. "
+                   "Respond with only the letter (A, B, C, D, E, F, G, or H) of the correct option.")  # fmt: skip
+    for body in Recording.bodies:
+        (message,) = [m for m in body["messages"] if m["role"] == "user"]
+        content = message["content"]
+        row = next(r for r in rows if content[-1]["text"].startswith(f"Question: {r['question']}\n"))
+        assert content[-1]["text"] == f"Question: {row['question']}\n{row['options']}\n{instruction}"
+        rec = next(r for r in manifest if r["video"].endswith(f"{row['video_id']}.mp4"))
+        words = [json.loads(x) for x in (root / "subtitle" / f"{row['video_id']}.jsonl").read_text().splitlines()]
+        if variant == "concat":
+            joined = " ".join(w["text"] for w in words)
+            expected = [{"type": "image_url"}] * len(rec["frames"]) + [
+                {
+                    "type": "text",
+                    "text": f"These are the frames of a video. This video's subtitles are listed below:\n{joined}\n",
+                }
+            ]
+        else:
+            times = [f["index"] / rec["fps"] for f in rec["frames"]] + [rec["duration_ms"] / 1000]
+            expected = []
+            segments = _official_segments(words)
+            for k in range(len(rec["frames"])):
+                said = [
+                    f"[Subtitle {a:.2f}s - {b:.2f}s]: {s}" for a, b, s in segments if b >= times[k] and a < times[k + 1]
+                ]
+                expected += [{"type": "image_url"}, *({"type": "text", "text": x} for x in said)]
+            between = (
+                "These are the frames of a video with corresponding subtitles shown between frames. "
+                "The subtitles indicate what is being said during the time interval between adjacent frames."
+            )
+            expected.append({"type": "text", "text": between})
+        got = [{"type": p["type"]} if p["type"] == "image_url" else p for p in content[:-1]]
+        assert got == expected
 
 
 def test_worldsense_frame_cues_is_vlmevalkits_subtitled_request_byte_for_byte(av, recording_server, tmp_path):

@@ -28,7 +28,8 @@ AVS_PREFIXES = (*MME2_PREFIXES[1:], "Based on", "Based")
 STRUCTURES = {"[1, 2, 3, 4]": ((1,), (2,), (3,), (4,)), "[1, [2, 3], 4]": ((1,), (2, 3), (4,)),
               "[[1, 2], 3, 4]": ((1, 2), (3,), (4,))}  # fmt: skip
 RELEVANCE = {0: 0.0, 1: 6.25, 2: 25.0, 3: 56.25, 4: 100.0}
-LOGIC = {"[1, 2, 3, 4]": RELEVANCE, "[1, [2, 3], 4]": {0: 0.0, 1: 8.33, 2: 33.33, 3: 58.33, 4: 100.0},
+# in twelfths, as its script computes them (100 / 12 ...: the tables' printed 8.33 is rounded)
+LOGIC = {"[1, 2, 3, 4]": RELEVANCE, "[1, [2, 3], 4]": {0: 0.0, 1: 100 / 12, 2: 400 / 12, 3: 700 / 12, 4: 100.0},
          "[[1, 2], 3, 4]": {0: 0.0, 1: 10.0, 2: 20.0, 3: 50.0, 4: 100.0}}  # fmt: skip
 MME2_NOTE = (
     "a failed extraction is scored as wrong; the official Video-MME-v2 script scores it -1, which lowers a "

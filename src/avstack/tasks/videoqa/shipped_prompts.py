@@ -1,16 +1,18 @@
 """A benchmark's own prompt as its code sends it (the `concat` and `interleave` variants): the arm
 that reproduces the field's setting, beside the arms that go beyond it.
 
-Video-MME-v2 (shared/videoqa/AUDIOVISUAL.md): the frames, then `These are the frames of a video.
-This video's subtitles are listed below:\\n{words}\\n`, the question and its options, and `Respond
-with only the letter (A, B, C, D, E, F, G, or H) of the correct option.` Those two sentences are
-quoted from its code; what stands between them (the question, then an option a line) is the
-shape its rows give, as the document does not quote it. `concat` joins the words with spaces
-and drops their times (as lmms-eval's PR #1289 does); `interleave` (the standalone script)
-merges the words into sentences (a new one after a gap over 0.5 s, or after . ! ? with a gap
-over 0.1 s) and puts after each frame the sentences that begin in [t_i, t_i+1) as
-`[Subtitle 12.34s - 15.00s]: ...`, where t_i is the frame's index / fps, as the script times
-frames (not its pts: on a variable-rate clip the two differ, and this arm keeps the script's).
+Video-MME-v2 (its standalone script, evaluation/test_video_mme_v2.py, read at
+MME-Benchmarks/Video-MME-v2 013b6c9): `concat` sends the frames, `These are the frames of a
+video. This video's subtitles are listed below:\\n{the words joined by spaces}\\n`, then
+`Question: {question}\\n{options}\\n` and its instruction (`Select the best answer ... Respond
+with only the letter (A, B, C, D, E, F, G, or H) of the correct option.`); the words' times are
+dropped, as lmms-eval's PR #1289 also does. `interleave` merges the words into sentences (a new
+one after a gap over 0.5 s, or after . ! ? with a gap over 0.1 s) and puts after each frame, a
+text part each, the sentences that overlap [t_i, t_i+1) (end >= t_i and start < t_i+1: a long
+sentence follows every frame it spans) as `[Subtitle 12.34s - 15.00s]: ...`, then its own
+sentence on the subtitles between frames, and the same question part. t_i is the frame's
+index / fps, as the script times frames (not its pts: on a variable-rate clip the two differ,
+and this arm keeps the script's); the last frame's span ends at the clip's end.
 
 WorldSense (VLMEvalKit's vlmeval/dataset/worldsense.py, its frames-with-subtitles setting, read at
 open-compass/VLMEvalKit 00fff54): `frame_cues` sends its instruction, the frames, `These are the
@@ -36,8 +38,16 @@ if TYPE_CHECKING:  # a TypedDict: only the annotations read it
     from avstack.asr.types import TimedWord
 
 
-MME2_HEAD = "These are the frames of a video. This video's subtitles are listed below:\n{}\n"
-MME2_TAIL = "Respond with only the letter (A, B, C, D, E, F, G, or H) of the correct option."
+# Video-MME-v2's, as its standalone script writes them
+MME2_SUBTITLED = "These are the frames of a video. This video's subtitles are listed below:\n{}\n"
+MME2_INTERLEAVED = (
+    "These are the frames of a video with corresponding subtitles shown between frames. "
+    "The subtitles indicate what is being said during the time interval between adjacent frames."
+)
+MME2_INSTRUCTION = (
+    "Select the best answer to the following multiple-choice question based on the video. "
+    "Respond with only the letter (A, B, C, D, E, F, G, or H) of the correct option."
+)
 SENTENCE_GAP_S, AFTER_STOP_GAP_S = 0.5, 0.1
 # WorldSense's, as VLMEvalKit writes them around the frames (its subtitled setting)
 WS_INSTRUCTION = (
@@ -81,7 +91,7 @@ def cues_at_frames(cues: Sequence[TimedWord], times_ms: Sequence[int]) -> list[s
 
 
 def _question(item: Item) -> str:
-    return f"{item.question}\n" + "\n".join(item.options) + f"\n{MME2_TAIL}"
+    return f"Question: {item.question}\n" + "\n".join(item.options) + f"\n{MME2_INSTRUCTION}"
 
 
 def shipped_request(record: ClipRecord, item: Item, stack: Stack, prepared_dir: str,
@@ -102,17 +112,17 @@ def shipped_request(record: ClipRecord, item: Item, stack: Stack, prepared_dir: 
         question = WS_QUESTION.format(item.question + "\n" + "\n".join(item.options))
         parts = [Text(WS_INSTRUCTION), *images, Text(WS_SUBTITLED.format("\n".join(cues))), Text(question)]
     elif stack.variant == "concat":
-        text = MME2_HEAD.format(" ".join(w["text"] for w in words)) + _question(item)
-        parts = [*images, Text(text)]
+        joined = " ".join(w["text"] for w in words)
+        parts = [*images, Text(MME2_SUBTITLED.format(joined)), Text(_question(item))]
     else:
         if not record.fps:
             raise DataError(f"clip {record.clip_id!r}: interleave times frames by index / fps; the clip has no fps")
-        starts = [f.index / record.fps for f in record.frames] + [float("inf")]
+        end = record.duration_ms / 1000 if record.duration_ms else float("inf")
+        bounds = [f.index / record.fps for f in record.frames] + [end]
         said = sentences(words)
         parts = []
         for k, image in enumerate(images):
-            lo = 0.0 if k == 0 else starts[k]  # words before the first frame go with it
-            lines = [f"[Subtitle {a:.2f}s - {b:.2f}s]: {t}" for a, b, t in said if lo <= a < starts[k + 1]]
-            parts += [image, *([Text("\n".join(lines))] if lines else [])]
-        parts.append(Text(MME2_HEAD.split(" This")[0] + "\n" + _question(item)))
+            lo, hi = bounds[k], bounds[k + 1]
+            parts += [image, *(Text(f"[Subtitle {a:.2f}s - {b:.2f}s]: {t}") for a, b, t in said if b >= lo and a < hi)]
+        parts += [Text(MME2_INTERLEAVED), Text(_question(item))]
     return Request("", tuple(parts), prepared_dir, meta)
