@@ -1,4 +1,5 @@
-"""A benchmark's own prompt as its code sends it (the `concat` and `interleave` variants): the arm
+"""A benchmark's own prompt as its code sends it (the `concat`, `interleave` and `frame_cues`
+variants): the arm
 that reproduces the field's setting, beside the arms that go beyond it.
 
 Video-MME-v2 (its standalone script, evaluation/test_video_mme_v2.py, read at
@@ -90,14 +91,21 @@ def cues_at_frames(cues: Sequence[TimedWord], times_ms: Sequence[int]) -> list[s
     return lines
 
 
+def _index_seconds(record: ClipRecord, variant: str) -> list[float]:
+    """Each frame's time as these scripts take it: its index / fps (not its pts)."""
+    if not record.fps:
+        raise DataError(f"clip {record.clip_id!r}: {variant} times frames by index / fps; the clip has no fps")
+    return [f.index / record.fps for f in record.frames]
+
+
 def _question(item: Item) -> str:
     return f"Question: {item.question}\n" + "\n".join(item.options) + f"\n{MME2_INSTRUCTION}"
 
 
 def shipped_request(record: ClipRecord, item: Item, stack: Stack, prepared_dir: str,
                     words: Sequence[TimedWord], meta: dict[str, Any]) -> Request:  # fmt: skip
-    """The request the benchmark's own code would send for `item` under the `concat` or
-    `interleave` variant (its words: the item's subtitles, already cut at `until_s`)."""
+    """The request the benchmark's own code would send for `item` under a shipped-prompt variant
+    (its words: the item's subtitles, already cut at `until_s`)."""
     if (item.protocol, stack.variant) not in PROMPTS:
         raise DataError(
             f"item {item.id!r}: the {stack.variant} variant is {OWNER[stack.variant]}'s own prompt; this question "
@@ -106,19 +114,15 @@ def shipped_request(record: ClipRecord, item: Item, stack: Stack, prepared_dir: 
     images = [Image(f.path, f.pts_ms) for f in record.frames]
     parts: list[Part]
     if stack.variant == "frame_cues":
-        if not record.fps:
-            raise DataError(f"clip {record.clip_id!r}: frame_cues times frames by index / fps; the clip has no fps")
-        cues = cues_at_frames(words, [round(f.index * 1000 / record.fps) for f in record.frames])
+        cues = cues_at_frames(words, [round(t * 1000) for t in _index_seconds(record, stack.variant)])
         question = WS_QUESTION.format(item.question + "\n" + "\n".join(item.options))
         parts = [Text(WS_INSTRUCTION), *images, Text(WS_SUBTITLED.format("\n".join(cues))), Text(question)]
     elif stack.variant == "concat":
         joined = " ".join(w["text"] for w in words)
         parts = [*images, Text(MME2_SUBTITLED.format(joined)), Text(_question(item))]
     else:
-        if not record.fps:
-            raise DataError(f"clip {record.clip_id!r}: interleave times frames by index / fps; the clip has no fps")
         end = record.duration_ms / 1000 if record.duration_ms else float("inf")
-        bounds = [f.index / record.fps for f in record.frames] + [end]
+        bounds = [*_index_seconds(record, stack.variant), end]
         said = sentences(words)
         parts = []
         for k, image in enumerate(images):
