@@ -10,27 +10,16 @@ import typer
 
 import avstack.api as door
 
-from .common import PLAN, app, ended, print_done, progress
-from .declared import flag, takes
+from .common import app, ended, print_done, progress
+from .declared import takes
 from .run_cmds import ASKING, asking_head
 
 
 @app.command()
 @takes(
-    [
-        *asking_head(
-            "Folder for one run per stack and the report", "oracle, chance, deixis, openai:MODEL, replay:FILE, ..."
-        ),
-        flag(
-            "strict_inputs",
-            bool,
-            "--strict-inputs",
-            default=False,
-            help="Exit 1 when an arm's input tokens as the server counted them depart from the plan by more than "
-            "the plan's uncertainty (after everything is written)",
-            rich_help_panel=PLAN,
-        ),
-    ],
+    asking_head(
+        "Folder for one run per stack and the report", "oracle, chance, deixis, openai:MODEL, replay:FILE, ..."
+    ),
     ablating=door.Ablating,
     **ASKING,
 )

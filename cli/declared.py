@@ -14,6 +14,7 @@ those it does not declare).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import typing
@@ -48,6 +49,8 @@ def _params_of(record: type, group: str) -> list[tuple[inspect.Parameter, str]]:
             if flag.many:
                 kind = _many_of(kind)
             default = door.flag_default(f, said, flag)
+            if default is dataclasses.MISSING:  # a field without a default: a required flag
+                default = inspect.Parameter.empty
             name = flag.flag(f.name)
             names = [f"{name}/--no-{name[2:]}" if flag.switch else name, *([flag.short] if flag.short else [])]
             # escaped: a help text says extras as pip does ('avstack[ray]'), which rich reads as markup

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
@@ -58,11 +58,8 @@ def transcribe(**given: Any) -> None:
 
 
 @app.command()
-def synth(
-    out: Annotated[Path, typer.Argument(help="Folder to write an EcoG-layout sample set into")],
-    lang: Annotated[str, typer.Option(help="en or zh")] = "en",
-    small: Annotated[bool, typer.Option(help="Small clips (the bundled demo size)")] = True,
-) -> None:
+@takes([argument("out", Path, "Folder to write an EcoG-layout sample set into")], options=door.SynthOptions)
+def synth(**given: Any) -> None:
     """Generate synthetic EcoG-layout clips with known frame and word timing."""
     with ended():
-        print_done(door.synth(out, lang=lang, small=small))
+        print_done(door.synth(**given))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
@@ -14,28 +14,21 @@ import avstack.api as door
 from .common import MODEL, TASK, app, ended, print_done, progress
 from .declared import argument, flag, takes
 
-
-@app.command()
-def score(
-    task: Annotated[str, typer.Option(help="ecog, egogap or videoqa")] = "ecog",
-    gt: Annotated[Path | None, typer.Option(help="Ground truth JSONL (avstack ecog gt) or a reference .json")] = None,
-    bundles: Annotated[Path | None, typer.Option(help="EgoGap *.bundles.jsonl (for --task egogap)")] = None,
-    questions: Annotated[Path | None, typer.Option(help="videoqa: the questions file")] = None,
-    pred: Annotated[Path | None, typer.Option(help="Predictions JSONL (or predictions.jsonl of a run)")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the full result as JSON here")] = None,
-) -> None:
-    """Score predictions with the benchmark's own metric definitions."""
-    with ended():
-        print_done(door.score(task, gt=gt, bundles=bundles, questions=questions, predictions=pred, json_out=json_out))
-
-
 PREPARED = "A folder written by `avstack prepare`"
 TASK_HELP = "ecog, videoqa (with --questions) or egogap (with --bundles)"
 MODEL_HELP = "oracle, chance, deixis, openai:MODEL, gemini:MODEL, anthropic:MODEL, hf:MODEL, replay:FILE"
 
 
 def task_flag() -> inspect.Parameter:
-    return flag("task", str, "--task", default="ecog", help=TASK_HELP, rich_help_panel=TASK)
+    return flag("task", str, "--task", default=door.DEFAULT_TASK, help=TASK_HELP, rich_help_panel=TASK)
+
+
+@app.command()
+@takes([task_flag()], scoring=door.Scoring)
+def score(**given: Any) -> None:
+    """Score predictions with the benchmark's own metric definitions."""
+    with ended():
+        print_done(door.score(**given))
 
 
 def model_flag(help: str = MODEL_HELP) -> inspect.Parameter:
@@ -96,13 +89,8 @@ def run_cmd(**given: Any) -> None:
 
 
 @app.command()
-def report(
-    runs: Annotated[list[Path], typer.Argument(help="Run folders; the first is the baseline")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Report folder")] = Path("report"),
-    cluster: Annotated[
-        str | None, typer.Option(help="Bootstrap whole clusters (EcoG: scene, task_template, level, lang)")
-    ] = None,
-) -> None:
+@takes([argument("runs", list[Path], "Run folders; the first is the baseline")], reporting=door.Reporting)
+def report(**given: Any) -> None:
     """EcoG: Δ table, bottlenecks, calibration, size/scene/language. EgoGap: scores with CIs, rank agreement."""
     with ended():
-        print_done(door.report(runs, out=out, cluster=cluster))
+        print_done(door.report(**given))

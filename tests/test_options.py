@@ -97,6 +97,7 @@ def test_no_command_declares_an_option_of_a_record_again():
             avstack.api.Ablating,
             avstack.api.ExportOptions,
             avstack.api.TranscribeOptions,
+            *SIMPLE_RECORDS,
             *avstack.api.task_input_records(),
         )
         for f, said in declared(record)
@@ -111,23 +112,58 @@ def test_no_command_declares_an_option_of_a_record_again():
             ):
                 said = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
                 written |= {s.split("/")[0] for s in said if s.startswith("--")}
-    # a command's own flag of the same name and another meaning: --out (where a run or a report
-    # goes; export's is ExportOptions'), --model (the back-end; export's names the model in batch
-    # bodies), --to (egogap export: ms-swift)
-    assert written & fields == {"--out", "--model", "--to"}, written & fields
+    # a command's own flag of the same name and another meaning: --out (where a run or its
+    # requests go; export's is ExportOptions', a report's Reporting's), --model (the back-end;
+    # export's names the model in batch bodies)
+    assert written & fields == {"--out", "--model"}, written & fields
 
 
-@pytest.mark.parametrize("command", ["prepare", "run", "ablate", "export", "stacks", "transcribe"])
+def test_no_command_writes_an_option_of_its_own_but_the_head_flags():
+    """Every option of every command is a record's declaration, but the few a command names
+    before its records (--model, --out, --task: what it asks, where it writes, which task): no
+    command's signature holds a typer.Option, and cli/ names no other flag by hand."""
+    inline, head = [], set()
+    for path in CLI.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.decorator_list):
+            for call in (c for a in fn.args.kwonlyargs + fn.args.args for c in ast.walk(a) if isinstance(c, ast.Call)):
+                if getattr(call.func, "attr", "") == "Option" and fn.name != "_root":  # _root: --version
+                    inline.append(f"{path.name}:{fn.name}")
+        for call in (c for c in ast.walk(tree) if isinstance(c, ast.Call) and getattr(c.func, "id", "") == "flag"):
+            head |= {a.value for a in call.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
+    assert inline == [] and head == {"--model", "--out", "--task"}, (inline, head)
+
+
+SIMPLE_RECORDS = (
+    avstack.api.Scoring,
+    avstack.api.Reporting,
+    avstack.api.Viewing,
+    avstack.api.SynthOptions,
+    avstack.api.GroundTruthOptions,
+    avstack.api.EgoGapPrompting,
+    avstack.api.EgoGapExporting,
+)
+COMMAND_RECORDS = {
+    "prepare": [avstack.PrepareSettings, avstack.api.PrepareJob],
+    "run": [avstack.StackChoice, avstack.BackendOptions, avstack.Costing, avstack.api.Sending],
+    "ablate": [avstack.api.Ablating, avstack.BackendOptions, avstack.Costing, avstack.api.Sending],
+    "export": [avstack.StackChoice, avstack.api.ExportOptions],
+    "stacks": [avstack.StackChoice, avstack.api.Rendering],
+    "transcribe": [avstack.api.TranscribeOptions],
+    "score": [avstack.api.Scoring],
+    "report": [avstack.api.Reporting],
+    "view": [avstack.api.Viewing],
+    "synth": [avstack.api.SynthOptions],
+    "ecog gt": [avstack.api.GroundTruthOptions],
+    "egogap prompts": [avstack.api.EgoGapPrompting],
+    "egogap export": [avstack.api.EgoGapExporting],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMAND_RECORDS))
 def test_every_declared_flag_is_offered(command):
-    shown = CliRunner().invoke(app, [command, "--help"], terminal_width=400).output
-    records = {
-        "prepare": [avstack.PrepareSettings, avstack.api.PrepareJob],
-        "run": [avstack.StackChoice, avstack.BackendOptions, avstack.Costing, avstack.api.Sending],
-        "ablate": [avstack.api.Ablating, avstack.BackendOptions, avstack.Costing, avstack.api.Sending],
-        "export": [avstack.StackChoice, avstack.api.ExportOptions],
-        "stacks": [avstack.StackChoice, avstack.api.Rendering],
-        "transcribe": [avstack.api.TranscribeOptions],
-    }[command]
+    shown = CliRunner().invoke(app, [*command.split(), "--help"], terminal_width=400).output
+    records = COMMAND_RECORDS[command]
     missing = [
         flag.flag(f.name)
         for r in records
@@ -145,3 +181,18 @@ def test_the_door_says_the_flags():
         avstack.run(model="chance", out="unused", task="egogap", bundles="b.jsonl", max_frames=4)
     with pytest.raises(UsageError, match="prepare takes no colour"):
         avstack.prepare("in", "out", colour=True)
+
+
+def test_a_required_option_is_named_when_missing_and_a_stray_keyword_refused(tmp_path):
+    """A record field without a default is a required flag (egogap export's --out): the library
+    names it as the command line does; a keyword no record declares is refused by name."""
+    from avstack.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"expected --out; found none given"):
+        avstack.api.egogap_export(tmp_path / "b.bundles.jsonl")
+    res = CliRunner().invoke(app, ["egogap", "export", str(tmp_path / "b.bundles.jsonl")])
+    assert res.exit_code == 2 and "--out" in res.output
+    with pytest.raises(UsageError, match=r"report takes no colour; it takes cluster, out"):
+        avstack.report([tmp_path], colour=True)
+    with pytest.raises(UsageError, match=r"view takes no port_number; it takes out, port, serve"):
+        avstack.view(tmp_path, port_number=1)

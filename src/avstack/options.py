@@ -154,7 +154,16 @@ def fold(record: type, keywords: dict[str, Any], base: Any = None) -> Any:
                 values[f.name] = tuple(given[0])
         else:
             values[f.name] = given[0]
-    return dataclasses.replace(base, **values) if base is not None else record(**values)
+    if base is not None:
+        return dataclasses.replace(base, **values)
+    required = [f for f in dataclasses.fields(record) if _required(f) and f.name not in values]
+    if required:
+        raise UsageError(f"expected {', '.join(flag_of(record, f.name) for f in required)}; found none given")
+    return record(**values)
+
+
+def _required(f: dataclasses.Field[object]) -> bool:
+    return f.init and f.default is MISSING and f.default_factory is MISSING
 
 
 def _keywords(f: dataclasses.Field[Any], said: Declared) -> list[str]:

@@ -40,6 +40,13 @@ _NAMES: dict[str, str] = {
     "Rendering": ".requests",
     "Done": ".options",
     "TranscribeOptions": ".preparing",
+    "SynthOptions": ".preparing",
+    "Scoring": ".scoring",
+    "Reporting": ".scoring",
+    "Viewing": ".exports",
+    "GroundTruthOptions": ".helpers",
+    "EgoGapPrompting": ".helpers",
+    "EgoGapExporting": ".helpers",
     # the one error root, and a command that ran and failed
     "AvstackError": "avstack.errors",
     "UsageError": "avstack.errors",
@@ -76,6 +83,7 @@ _NAMES: dict[str, str] = {
     "MODEL": "avstack.options",
     "PLAN": "avstack.options",
     "TASK": "avstack.options",
+    "DEFAULT_TASK": "avstack.tasks",
     "task_input_records": "avstack.tasks",
     # what the console shows (the CLI's progress and its one-line errors)
     "asr_progress": "avstack.asr.progress",

@@ -30,7 +30,7 @@ from avstack.io import Progress
 from avstack.options import fold
 from avstack.runs.planning.plan_record import Plan
 from avstack.runs.sending.runners import DEFAULTS, refuse_unhonoured
-from avstack.tasks import StackChoice
+from avstack.tasks import DEFAULT_TASK, StackChoice
 
 PathLike = str | Path
 
@@ -51,12 +51,11 @@ def ablate(
     *,
     model: str,
     out: PathLike,
-    task: str = "ecog",
+    task: str = DEFAULT_TASK,
     ablating: Ablating | None = None,
     backend: BackendOptions | None = None,
     costing: Costing | None = None,
     sending: Sending | None = None,
-    strict_inputs: bool = False,
     say: Say = quiet,
     progress: Progress | None = None,
     **keywords: object,
@@ -69,14 +68,15 @@ def ablate(
     command's flags name them (`drop=["word_ts"]`, `ts_format="ms,index"`, `dry_run=True`); the rest
     are the task's own (EcoG: asr, coord_order, prompt; videoqa: questions, questions_format,
     prompt; EgoGap: bundles, images, style, options, shuffle_seed, max_side).
-    Raises CommandFailed (code 1) when a stack's requests failed or, with `strict_inputs`, an
-    arm's input departs from the plan; everything is written first."""
+    Raises CommandFailed (code 1) when a stack's requests failed or, with `strict_inputs`
+    (Ablating's), an arm's input departs from the plan; everything is written first."""
     from avstack.runs.ablation import arms as engine
     from avstack.runs.sending.engine import Asking
     from avstack.runs.sending.runners import make_backend
 
     out = Path(out)
-    spec = fold(Ablating, keywords, ablating).spec()
+    ablating = fold(Ablating, keywords, ablating)
+    spec, strict_inputs = ablating.spec(), ablating.strict_inputs
     backend, costing, sending = _sending(keywords, backend, costing, sending)
     chosen, inputs = chosen_task(task, keywords)
     refuse_unhonoured(model, chosen.baselines, backend)  # before anything is planned or sent
@@ -118,7 +118,7 @@ def run(
     *,
     model: str,
     out: PathLike,
-    task: str = "ecog",
+    task: str = DEFAULT_TASK,
     stack: StackChoice | None = None,
     backend: BackendOptions | None = None,
     costing: Costing | None = None,

@@ -4,23 +4,23 @@ site, for every registered task (each task's own `export` and `view`; no branch 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from avstack.api.commands import PathLike, chosen_task
 from avstack.api.failures import speaks_flags
 from avstack.api.options import Done
 from avstack.errors import UsageError
-from avstack.options import fold
+from avstack.options import fold, option, refuse_unknown
 from avstack.runs.exports.rows import ExportOptions
-from avstack.tasks import StackChoice
+from avstack.tasks import DEFAULT_TASK, StackChoice
 
 
 @speaks_flags
 def export(
     prepared: PathLike | None = None,
     *,
-    task: str = "ecog",
+    task: str = DEFAULT_TASK,
     stack: StackChoice | None = None,
     exporting: ExportOptions | None = None,
     **keywords: object,
@@ -48,26 +48,39 @@ def export(
     return Done(f"wrote {path} ({made.name})", path)
 
 
+@dataclass(frozen=True)
+class Viewing:
+    """Where `avstack view` writes the site, and whether (and on which port) it serves it."""
+
+    out: Path = option(Path("site"), "Site folder (open index.html, no server needed)", short="-o")
+    serve: bool = option(False, "Also serve the site on 127.0.0.1", switch=True)
+    port: int = option(8000, "Port for --serve")
+
+
 @speaks_flags
 def view(
-    first: PathLike, runs: Sequence[PathLike] = (), *, out: PathLike = "site", serve: bool = False, port: int = 8000
+    prepared: PathLike, runs: Sequence[PathLike] | None = (), viewing: Viewing | None = None, **keywords: object
 ) -> Done:
-    """The static, offline site of the folders' task: `first` is the prepared folder (EcoG,
+    """The static, offline site of the folders' task: `prepared` is the prepared folder (EcoG,
     videoqa) or a run folder (EgoGap, whose folders are all runs); `runs` the run folders to show,
     the first the baseline. The task is the one the runs' run.json names (EcoG without runs).
-    `serve`: then serve the site on 127.0.0.1:`port` until interrupted."""
+    `viewing` (Viewing: out, serve, port) or its fields by keyword; `serve`: then serve the site
+    on 127.0.0.1:`port` until interrupted."""
     from avstack.io import read_json_file
     from avstack.tasks import task_of_run
 
-    first, folders = Path(first), [Path(r) for r in runs]
+    how = fold(Viewing, keywords, viewing)
+    refuse_unknown("view", keywords, Viewing)
+    out = how.out
+    first, folders = Path(prepared), [Path(r) for r in runs or ()]
     named = next((f / "run.json" for f in [*folders, first] if (f / "run.json").is_file()), None)
     chosen = task_of_run(read_json_file(named, dict) if named else {})
     if chosen.view is None:
         raise UsageError(f"--task {chosen.name} has no view")
     index = chosen.view(first, folders, Path(out))
-    if serve:
+    if how.serve:
         from avstack.site.pages import serve as serve_site
 
         print(f"site: {index}", flush=True)  # said before the server blocks
-        serve_site(Path(out), port)
+        serve_site(Path(out), how.port)
     return Done(f"site: {index}", index)

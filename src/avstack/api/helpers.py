@@ -7,13 +7,49 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass
 from pathlib import Path
 
 from avstack.api.failures import CommandFailed, speaks_flags
 from avstack.api.options import Done
 from avstack.errors import UsageError
+from avstack.options import fold, option, refuse_unknown
 
 PathLike = str | Path
+
+STYLE_HELP = "default, egoplan or exclusion"
+
+
+@dataclass(frozen=True)
+class GroundTruthOptions:
+    """`avstack ecog gt`: the root's language, and a prepared folder to take clip sizes from."""
+
+    lang: str | None = option(None, "Language of this root (en, zh)")
+    prepared: Path | None = option(None, "A prepared folder: take clip sizes from it", name="manifest")
+
+
+@dataclass(frozen=True)
+class EgoGapPrompting:
+    """How `avstack egogap prompts` presents the items: the prompt style, which options, and a
+    seed that shuffles and re-letters them."""
+
+    style: str = option("default", STYLE_HELP)
+    options: str = option("all", "all, n3 or swap_motor")
+    shuffle_seed: int | None = option(None, "Shuffle and re-letter options (key follows)")
+
+
+@dataclass(frozen=True)
+class EgoGapExporting:
+    """`avstack egogap export`: where the fine-tuning data goes, in which format, and how the
+    images are split between train and test."""
+
+    out: Path = option(MISSING, "Folder for train.jsonl and test.jsonl", short="-o")
+    to: str = option("ms-swift", "ms-swift")
+    images: Path | None = option(None, "Image folder: write absolute paths and check they exist")
+    style: str = option("default", STYLE_HELP)
+    test_fraction: float = option(0.2, "Share of IMAGES held out for test")
+    seed: int = option(0, "Split seed")
+    rationales: Path | None = option(None, "JSONL of {uid, rationale} for the answers")
 
 
 def _jsonl(rows: Sequence[Mapping[str, object]]) -> str:
@@ -21,12 +57,15 @@ def _jsonl(rows: Sequence[Mapping[str, object]]) -> str:
 
 
 @speaks_flags
-def ecog_ground_truth(data_root: PathLike, *, lang: str | None = None, prepared: PathLike | None = None) -> Done:
+def ecog_ground_truth(data_root: PathLike, options: GroundTruthOptions | None = None, **keywords: object) -> Done:
     """EcoG's normalized ground truth, one JSON line per clip (`Done.summary`); a clip that cannot
-    be used is a note naming it, and the others are kept."""
+    be used is a note naming it, and the others are kept. `options` (GroundTruthOptions: lang,
+    prepared) or its fields by keyword."""
     from avstack.tasks.ecog.gt import ground_truth
 
-    records, errors = ground_truth(data_root, lang=lang, prepared=Path(prepared) if prepared else None)
+    o = fold(GroundTruthOptions, keywords, options)
+    refuse_unknown("ecog gt", keywords, GroundTruthOptions)
+    records, errors = ground_truth(data_root, lang=o.lang, prepared=Path(o.prepared) if o.prepared else None)
     done = Done(_jsonl([r.to_json() for r in records]), None, tuple(f"error: {e}" for e in errors))
     if errors:
         raise CommandFailed(done.notes[0], 1, done)
@@ -34,35 +73,30 @@ def ecog_ground_truth(data_root: PathLike, *, lang: str | None = None, prepared:
 
 
 @speaks_flags
-def egogap_prompts(
-    bundles: PathLike, *, style: str = "default", options: str = "all", shuffle_seed: int | None = None
-) -> Done:
-    """EgoGap's items as presented, one JSON line each: uid, image, prompt, correct_letter."""
+def egogap_prompts(bundles: PathLike, prompting: EgoGapPrompting | None = None, **keywords: object) -> Done:
+    """EgoGap's items as presented, one JSON line each: uid, image, prompt, correct_letter.
+    `prompting` (EgoGapPrompting: style, options, shuffle_seed) or its fields by keyword."""
     from avstack.tasks.egogap.stack import EgoGapStack, prompt_lines
 
-    return Done(_jsonl(prompt_lines(bundles, EgoGapStack(style, "image", options, shuffle_seed))))
+    p = fold(EgoGapPrompting, keywords, prompting)
+    refuse_unknown("egogap prompts", keywords, EgoGapPrompting)
+    return Done(_jsonl(prompt_lines(bundles, EgoGapStack(p.style, "image", p.options, p.shuffle_seed))))
 
 
 @speaks_flags
-def egogap_export(
-    bundles: PathLike,
-    *,
-    out: PathLike,
-    to: str = "ms-swift",
-    images: PathLike | None = None,
-    style: str = "default",
-    test_fraction: float = 0.2,
-    seed: int = 0,
-    rationales: PathLike | None = None,
-) -> Done:
-    """EgoGap fine-tuning data (ms-swift's train.jsonl and test.jsonl) with an image-level split."""
+def egogap_export(bundles: PathLike, exporting: EgoGapExporting | None = None, **keywords: object) -> Done:
+    """EgoGap fine-tuning data (ms-swift's train.jsonl and test.jsonl) with an image-level split:
+    `exporting` (EgoGapExporting: out, to, images, style, test_fraction, seed, rationales) or its
+    fields by keyword (`out` is required)."""
     from avstack.tasks.egogap.export import export_bundles
 
-    if to != "ms-swift":
-        raise UsageError(f"--to must be ms-swift; found {to!r}")
-    res = export_bundles(bundles, out, images, style, test_fraction, seed, rationales)
-    summary = f"wrote {res['train']} train and {res['test']} test items to {out}"
-    done = Done(summary, Path(out), tuple(f"  SKIPPED {p}" for p in res["problems"]))
+    e = fold(EgoGapExporting, keywords, exporting)
+    refuse_unknown("egogap export", keywords, EgoGapExporting)
+    if e.to != "ms-swift":
+        raise UsageError(f"--to must be ms-swift; found {e.to!r}")
+    res = export_bundles(bundles, e.out, e.images, e.style, e.test_fraction, e.seed, e.rationales)
+    summary = f"wrote {res['train']} train and {res['test']} test items to {e.out}"
+    done = Done(summary, Path(e.out), tuple(f"  SKIPPED {p}" for p in res["problems"]))
     if res["problems"]:
         raise CommandFailed(done.notes[0], 1, done)
     return done

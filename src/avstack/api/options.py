@@ -75,9 +75,16 @@ def axis(flag: str, default: str, help: str) -> Any:
 
 @dataclass(frozen=True)
 class Ablating:
-    """What `avstack ablate` compares and how far it asks, as its flags give it (comma lists are
-    axes); `spec()` is the engine's AblationSpec of it."""
+    """What `avstack ablate` compares, how far it asks and how strictly it holds each arm's input
+    to the plan, as its flags give it (comma lists are axes); `spec()` is the engine's
+    AblationSpec of it."""
 
+    strict_inputs: bool = option(
+        False,
+        "Exit 1 when an arm's input tokens as the server counted them depart from the plan by more than the plan's "
+        "uncertainty (after everything is written)",
+        panel=PLAN,
+    )
     drop: tuple[str, ...] = option((), "Anchor to drop (repeatable)", panel=STACKS, many=True)
     variant: str = option(
         "full", "The baseline variant: full, text, video, omni, video_asr (videoqa also subtitled)", panel=STACKS

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 PathLike = str | os.PathLike[str]
 
 
-# prepare's flags named otherwise than the PrepareSettings fields they set
 @speaks_flags
 def prepare(
     data_root: PathLike,
@@ -201,10 +200,21 @@ def transcribe_files(paths: Sequence[PathLike], options: TranscribeOptions | Non
             yield FileWords(Path(path), error={"type": type(exc).__name__, "message": str(exc)})
 
 
+@dataclass(frozen=True)
+class SynthOptions:
+    """What `avstack synth` makes: the clips' language and size."""
+
+    lang: str = option("en", "en or zh")
+    small: bool = option(True, "Small clips (the bundled demo size)", switch=True)
+
+
 @speaks_flags
-def synth(out: PathLike, *, lang: str = "en", small: bool = True) -> Done:
-    """Write an EcoG-layout sample set with known frame and word timing (`avstack synth`)."""
+def synth(out: PathLike, options: SynthOptions | None = None, **keywords: object) -> Done:
+    """Write an EcoG-layout sample set with known frame and word timing (`avstack synth`):
+    `options` (SynthOptions: lang, small) or its fields by keyword."""
     from avstack.synthetic.sample_data import make_sample_set
 
-    clips = make_sample_set(Path(out), lang=lang, small=small)
+    o = fold(SynthOptions, keywords, options)
+    refuse_unknown("synth", keywords, SynthOptions)
+    clips = make_sample_set(Path(out), lang=o.lang, small=o.small)
     return Done(f"wrote {len(clips)} clips to {out}", Path(out))

@@ -12,7 +12,7 @@ from avstack.api.failures import speaks_flags
 from avstack.api.options import Done
 from avstack.manifest import ClipRecord, Prepared
 from avstack.options import fold, option
-from avstack.tasks import StackChoice
+from avstack.tasks import DEFAULT_TASK, StackChoice
 
 if TYPE_CHECKING:
     from avstack.prompting.stacks import Stack
@@ -68,7 +68,7 @@ def write_stacks(
     prepared: PathLike,
     *,
     out: PathLike,
-    task: str = "ecog",
+    task: str = DEFAULT_TASK,
     stack: StackChoice | None = None,
     rendering: Rendering | None = None,
     **keywords: object,

@@ -32,6 +32,7 @@ LAYOUT_HELP = (
     "Where what a clip's stacks share goes: benchmark (its own order) or shared-first (the frames with their tags "
     "before the instruction and the ASR block, so a provider's prompt cache serves them)"
 )
+DEFAULT_TASK = "ecog"  # the task a command runs when --task is not given (and a run.json without one)
 REGISTRY: dict[str, str] = {  # task name -> module holding its TASK
     "ecog": "avstack.tasks.ecog.task",
     "egogap": "avstack.tasks.egogap.task",
@@ -206,7 +207,7 @@ def all_tasks() -> list[Task]:
 
 def task_of_run(meta: Mapping[str, object]) -> Task:
     """The task a run folder's run.json belongs to (runs from before the field say EcoG)."""
-    return get_task(str(meta.get("task") or "ecog"))
+    return get_task(str(meta.get("task") or DEFAULT_TASK))
 
 
 def task_inputs(task: Task, offered: Mapping[str, object], defaults: Mapping[str, object]) -> object:
