@@ -234,7 +234,7 @@ def _text(message: dict) -> str:
 def test_the_plan_counts_text_with_a_vllm_servers_tokenizer_and_sends_no_request(prepared, tmp_path, monkeypatch):
     from avstack.prompting.messages import to_openai
     from avstack.prompting.stacks import make_stack
-    from avstack.tasks.ecog.prompt import EcogOptions
+    from avstack.tasks.ecog.inputs import EcogInputs
 
     monkeypatch.setenv("AVSTACK_CACHE", str(tmp_path / "cache"))  # the counts kept on disk: this test's own
     VllmTokenizer.bodies = []
@@ -255,7 +255,7 @@ def test_the_plan_counts_text_with_a_vllm_servers_tokenizer_and_sends_no_request
     assert res.exit_code == 0, res.output
     plan = json.loads((out / "plan.json").read_text())
     assert plan["text_tokens"].startswith("the server's tokenizer (vLLM /tokenize") and plan["image_rule"] == "qwen2-vl"
-    pairs, _ = requests_for(prepared, make_stack("full"), EcogOptions())
+    pairs, _ = requests_for(prepared, make_stack("full"), EcogInputs())
     words = sum(len(_text(m).split()) for _, req in pairs for m in to_openai(req, "path"))
     assert plan["stacks"]["full"]["text_tokens"] == words
     assert {path for path, _ in VllmTokenizer.bodies} == {"/tokenize"}  # nothing asked of the model

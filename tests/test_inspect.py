@@ -18,7 +18,7 @@ from fake_http import JsonHandler
 
 from avstack.manifest import load_manifest
 from avstack.prompting.stacks import make_stack
-from avstack.tasks.ecog.prompt import EcogOptions
+from avstack.tasks.ecog.inputs import EcogInputs
 from avstack.tasks.ecog.runs import requests_for
 
 inspect_ai = pytest.importorskip("inspect_ai", reason="inspect_ai is not installed (pip install 'avstack[inspect]')")
@@ -93,7 +93,7 @@ def test_samples_carry_avstacks_requests_for_every_stack(prepared, offline_token
         )
         log = logs[0]
         assert log.status == "success", (stack.name, log.error)
-        pairs, _ = requests_for(prepared, stack, EcogOptions())
+        pairs, _ = requests_for(prepared, stack, EcogInputs())
         ours = {rec.clip_id: _ours(req) for rec, req in pairs}
         theirs = {s.id: _theirs(s) for s in log.samples}
         assert theirs == ours, stack.name
@@ -144,7 +144,7 @@ def test_inspect_eval_scores_each_clip_as_avstack_run_does(prepared, tmp_path, m
 
     prep = _with_markers(prepared, tmp_path)
     recs = load_manifest(prep)
-    pairs, _ = requests_for(prep, make_stack("full"), EcogOptions())
+    pairs, _ = requests_for(prep, make_stack("full"), EcogInputs())
     reqs = {r.clip_id: q for r, q in pairs}
     # oracle answers for half the clips, chance for the rest: per-clip scores that differ
     ChatServer.answers = {

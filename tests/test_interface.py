@@ -261,11 +261,11 @@ def test_ablate_sends_each_interface_cell_as_it_should_and_reports_the_2x2(prepa
 def test_exports_and_inspect_carry_the_sound_of_an_omni_stack(prepared):
     from avstack.runs.exports.rows import row_of
     from avstack.tasks.ecog.export import ManifestRows
-    from avstack.tasks.ecog.prompt import EcogOptions
+    from avstack.tasks.ecog.inputs import EcogInputs
 
     rec = next(iter(load_manifest(prepared)))
     req = build_request(rec, make_stack("omni"), str(prepared))
-    (first, *_), problems = ManifestRows(str(prepared), make_stack("omni"), EcogOptions()).rows((0, None))
+    (first, *_), problems = ManifestRows(str(prepared), make_stack("omni"), EcogInputs()).rows((0, None))
     row = row_of(first, "omni")
     assert problems == [] and first.request.parts == req.parts  # the row carries the request run sends
     assert row["audio"] == str(prepared / rec.audio["path"]) and Path(row["audio"]).is_file()

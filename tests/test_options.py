@@ -181,6 +181,10 @@ def test_the_door_says_the_flags():
         avstack.run(model="chance", out="unused", task="egogap", bundles="b.jsonl", max_frames=4)
     with pytest.raises(UsageError, match="prepare takes no colour"):
         avstack.prepare("in", "out", colour=True)
+    with pytest.raises(UsageError, match=r"--coord-order: expected xy or yx; found 'zx'"):
+        avstack.run(model="chance", out="unused", coord_order="zx", dry_run=True)
+    res = CliRunner().invoke(app, ["run", "--model", "chance", "-o", "unused", "--coord-order", "zx", "--dry-run"])
+    assert res.exit_code == 2 and "--coord-order: expected xy or yx; found 'zx'" in res.output
 
 
 def test_a_required_option_is_named_when_missing_and_a_stray_keyword_refused(tmp_path):

@@ -24,7 +24,8 @@ from avstack.prompting import overlay
 from avstack.prompting.stacks import make_stack, parse_stack_name
 from avstack.prompting.timefmt import TS_FORMATS, parse_frame_tag, parse_words, words_block
 from avstack.synthetic import synth
-from avstack.tasks.ecog.prompt import EcogOptions, build_request
+from avstack.tasks.ecog.inputs import EcogInputs
+from avstack.tasks.ecog.prompt import build_request
 
 
 @pytest.fixture(scope="module")
@@ -242,4 +243,4 @@ def test_ablate_over_time_formats(prepared, tmp_path):
     assert scores["full@overlay"] == scores["full"]  # the baseline reads the burned-in times
     assert scores["full@index"] < scores["full"]  # frame numbers alone: the clip's span is lost
     assert "deixis full@index" in res.output and "Prompts (template sha256)" in (out / "report.md").read_text()
-    assert EcogOptions().prompt_dir is None
+    assert EcogInputs().prompt is None

@@ -7,7 +7,8 @@ import pytest
 from avstack.manifest import ClipRecord
 from avstack.prompting.messages import Image, Text, Video, render, to_gemini, to_hf, to_openai
 from avstack.prompting.stacks import make_stack
-from avstack.tasks.ecog.prompt import EcogOptions, build_request
+from avstack.tasks.ecog.inputs import EcogInputs
+from avstack.tasks.ecog.prompt import build_request
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("AVSTACK_UPDATE_SNAPSHOTS") == "1"  # set to 1 to accept a deliberate prompt change
@@ -119,7 +120,7 @@ def test_english_and_chinese_share_structure():
 
 def test_asr_source_choice():
     rec = dict(RECORD)
-    src = build_request(ClipRecord.from_json(rec), make_stack("full"), "/p", EcogOptions(asr_source="source"))
+    src = build_request(ClipRecord.from_json(rec), make_stack("full"), "/p", EcogInputs(asr="source"))
     assert '"words": []' in src.parts[0].text
 
 

@@ -47,10 +47,11 @@ def render(
     from avstack.manifest import data_root_of
     from avstack.prompting.messages import Request
     from avstack.prompting.messages import render as render_request
-    from avstack.tasks.ecog.prompt import EcogOptions, build_request
+    from avstack.tasks.ecog.inputs import EcogInputs
+    from avstack.tasks.ecog.prompt import build_request
 
     folder = Path(prepared.path if isinstance(prepared, Prepared) else prepared).resolve()
-    options = EcogOptions(coord_order, prompt_dir=Path(prompt_dir) if prompt_dir else None)
+    options = EcogInputs(coord_order=coord_order, prompt=Path(prompt_dir) if prompt_dir else None)
     req: Request = build_request(record, stack, str(folder), options, data_root_of(folder))
     return req.to_neutral() if format == "neutral" else render_request(req, format, media_mode)
 

@@ -30,9 +30,9 @@ from avstack.errors import UsageError
 from avstack.manifest import opened
 from avstack.prompting.messages import Audio, Image, Request, Text, Video, data_url
 from avstack.prompting.stacks import make_stack
+from avstack.tasks.ecog.inputs import EcogInputs
 from avstack.tasks.ecog.metrics import METRICS, score_clip
 from avstack.tasks.ecog.parse import parse_answer
-from avstack.tasks.ecog.prompt import EcogOptions
 from avstack.tasks.ecog.runs import requests_for, truth_of
 
 EGOGAP_METRICS = ("correct", "motor_intrusion", "off_vantage")
@@ -92,7 +92,7 @@ def ecog(
 ) -> Task:
     """EcoG-Bench over a prepared folder under one input stack (`-T drop=frame_ts` ablates)."""
     stack = make_stack(variant, _list(drop), ts_format, word_ts_format)
-    options = EcogOptions(coord_order, asr, lang, Path(prompt) if prompt else None)
+    options = EcogInputs(asr, coord_order, Path(prompt) if prompt else None, lang)
     pairs, problems = requests_for(Path(prepared), stack, options)
     if problems:
         raise UsageError("; ".join(f"{r.clip_id}: {why}" for r, why in problems[:5]))

@@ -12,8 +12,8 @@ from avstack.prompting.messages import render
 from avstack.prompting.stacks import Stack
 from avstack.runs.exports.rows import ExportOptions, ExportRow, LmmsTask
 from avstack.runs.exports.writer import write_export
+from avstack.tasks.ecog.inputs import EcogInputs
 from avstack.tasks.ecog.metrics import METRICS
-from avstack.tasks.ecog.prompt import EcogOptions
 from avstack.tasks.ecog.runs import request_or_problem, requests_for, require_ground_truth, usable
 
 
@@ -31,7 +31,7 @@ class ManifestRows:
 
     prepared: str
     stack: Stack
-    options: EcogOptions
+    options: EcogInputs
 
     def shards(self, size: int) -> list[tuple[int, int]]:
         return manifest_shards(self.prepared, size)
@@ -55,7 +55,7 @@ class ManifestRows:
 LMMS = LmmsTask("avstack_ecog", "avstack.tasks.ecog.lmms", METRICS)
 
 
-def export(prepared: str | Path, stack: Stack, opts: ExportOptions, options: EcogOptions = EcogOptions()) -> Path:
+def export(prepared: str | Path, stack: Stack, opts: ExportOptions, options: EcogInputs = EcogInputs()) -> Path:
     """Every usable clip of `prepared` under `stack`, through the one export writer: `batch.jsonl`,
     `data.jsonl`, Parquet shards (hf) or an lmms-eval task folder; with `opts.executor="ray"` the
     shards are written by Ray Data workers. A clip whose manifest record points outside the
@@ -68,7 +68,7 @@ def write_stacks(
     prepared: str | Path,
     out: str | Path,
     stack: Stack,
-    options: EcogOptions = EcogOptions(),
+    options: EcogInputs = EcogInputs(),
     fmt: str = "openai",
     media: str = "path",
 ) -> int:

@@ -1,29 +1,29 @@
-"""EcoG's own options as one record, read whole by its runs, plans and exports (light to import:
-the command line is built from it)."""
+"""EcoG's own options as one record, read whole by its runs, plans, exports and its prompt builder
+(light to import: the command line is built from it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from avstack.errors import UsageError
 from avstack.options import TASK, option
-from avstack.tasks.shared_inputs import asr_source, prompt_folder
+from avstack.tasks.shared_inputs import asr_source, checked_asr_source, prompt_folder
 
-if TYPE_CHECKING:  # the inputs stay light: the command line reads them to build its flags
-    from avstack.tasks.ecog.prompt import EcogOptions
+COORD_ORDERS = ("xy", "yx")
 
 
 @dataclass(frozen=True)
 class EcogInputs:
-    """EcoG's own options, named as their flags."""
+    """What goes into an EcoG request besides the stack, named as its flags: point order, whose
+    ASR, the prompt templates, and the prompt's language (no flag: each clip's own)."""
 
-    asr: str | None = asr_source()
+    asr: str | None = asr_source()  # whisper (ours) | source (the annotations') | None: ours when prepared
     coord_order: str = option("xy", "ecog: xy or yx (the order of a point's coordinates in answers)", panel=TASK)
-    prompt: Path | None = prompt_folder()
+    prompt: Path | None = prompt_folder()  # the user's templates (system.j2, user.j2); None: the shipped ones
+    lang: str | None = None  # en | zh; None: each clip's own
 
-    def options(self) -> EcogOptions:
-        """The prompt builder's options (tasks.ecog.prompt.EcogOptions) of these inputs."""
-        from avstack.tasks.ecog.prompt import EcogOptions
-
-        return EcogOptions(self.coord_order, self.asr, prompt_dir=self.prompt)
+    def __post_init__(self) -> None:
+        if self.coord_order not in COORD_ORDERS:
+            raise UsageError(f"--coord-order: expected xy or yx; found {self.coord_order!r}")
+        checked_asr_source(self.asr)

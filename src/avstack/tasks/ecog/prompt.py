@@ -10,12 +10,10 @@ convention and one line of guidance per instruction; a user turn with
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from avstack.errors import UsageError
 from avstack.manifest import ClipRecord
 from avstack.prompting.budget import budgeted
 from avstack.prompting.messages import Request
@@ -23,26 +21,9 @@ from avstack.prompting.shared_parts import asr_text, frame_times_told, frame_vie
 from avstack.prompting.stacks import Stack
 from avstack.prompting.templates import PART, PromptSet, clean, load_prompts
 from avstack.prompting.timefmt import parse_words
+from avstack.tasks.ecog.inputs import EcogInputs
 
 PROMPT_VERSION = "ecog-1"
-COORD_ORDERS = ("xy", "yx")
-ASR_SOURCES = (None, "whisper", "source")
-
-
-@dataclass(frozen=True)
-class EcogOptions:
-    """What goes into an EcoG request besides the stack: point order, whose ASR, prompt language."""
-
-    coord_order: str = "xy"  # xy | yx: the order the prompt asks points in
-    asr_source: str | None = None  # whisper (ours) | source (the annotations') | None: ours when prepared
-    lang: str | None = None  # en | zh; None: each clip's own
-    prompt_dir: Path | None = None  # the user's templates (system.j2, user.j2); None: the shipped ones
-
-    def __post_init__(self) -> None:
-        if self.coord_order not in COORD_ORDERS:
-            raise UsageError(f"coord order must be xy or yx; found {self.coord_order!r}")
-        if self.asr_source not in ASR_SOURCES:
-            raise UsageError(f"asr source must be whisper or source; found {self.asr_source!r}")
 
 
 BUILTIN = Path(__file__).with_name("prompts")  # en/ and zh/: system.j2, user.j2
@@ -93,10 +74,10 @@ def _is_silent(record: ClipRecord, asr: dict[str, Any] | None) -> bool:
     return record.task_template == "指令1" or not (asr or {}).get("text", "").strip()
 
 
-def template_variables(record: ClipRecord, stack: Stack, lang: str, options: EcogOptions) -> dict[str, object]:
+def template_variables(record: ClipRecord, stack: Stack, lang: str, options: EcogInputs) -> dict[str, object]:
     """Everything a prompt template receives (README: "Prompt templates"), frames excluded."""
     gt = record.eval_gt or {}
-    asr = pick_asr(record, options.asr_source)
+    asr = pick_asr(record, options.asr)
     silent = _is_silent(record, asr)
     asr_shown = stack.has("asr") and asr is not None and not silent
     word_times = stack.has("word_ts")
@@ -162,13 +143,13 @@ def build_request(
     record: ClipRecord,
     stack: Stack,
     prepared_dir: str,
-    options: EcogOptions = EcogOptions(),
+    options: EcogInputs = EcogInputs(),
     data_root: str | None = None,
 ) -> Request:
     """The request for one prepared clip under one stack, rendered from the prompt templates."""
     record = budgeted(record, stack.budget)  # the frames the stack's budget picks, at their pts
     lang = options.lang or lang_of(record)
-    prompts = prompt_set(str(options.prompt_dir) if options.prompt_dir else None)
+    prompts = prompt_set(str(options.prompt) if options.prompt else None)
     variables = template_variables(record, stack, lang, options)
     frames = frame_views(record, stack, prepared_dir)
     last = record.last_frame

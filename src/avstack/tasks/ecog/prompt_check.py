@@ -11,7 +11,8 @@ from avstack.manifest import ClipRecord, FrameRef
 from avstack.prompting.messages import Image, Text
 from avstack.prompting.stacks import make_stack
 from avstack.prompting.templates import PromptError, load_prompts, undeclared
-from avstack.tasks.ecog.prompt import EcogOptions, build_request, prompt_set
+from avstack.tasks.ecog.inputs import EcogInputs
+from avstack.tasks.ecog.prompt import build_request, prompt_set
 
 # What a template receives (README: "Prompt templates"); `part` and `frames[].image` are markers.
 VARIABLES = {
@@ -102,7 +103,7 @@ def check_prompts(folder: str | Path) -> tuple[str, bool]:
     prompt_set.cache_clear()  # the folder may have changed since it was last read
     rec = sample_record()
     try:
-        req = build_request(rec, make_stack("full"), "/prepared", EcogOptions(prompt_dir=folder))
+        req = build_request(rec, make_stack("full"), "/prepared", EcogInputs(prompt=folder))
     except PromptError as exc:
         return "\n".join([*lines, f"ERROR {exc}"]), False
     images = [i for i, p in enumerate(req.parts) if isinstance(p, Image)]

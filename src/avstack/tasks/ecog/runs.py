@@ -13,8 +13,9 @@ from avstack.prompting.messages import Request
 from avstack.prompting.stacks import Stack
 from avstack.runs.sending.engine import Asking, WorkItem, run_items
 from avstack.tasks.ecog.data import GtClip
+from avstack.tasks.ecog.inputs import EcogInputs
 from avstack.tasks.ecog.parse import parse_answer
-from avstack.tasks.ecog.prompt import PROMPT_VERSION, EcogOptions, build_request, prompt_set
+from avstack.tasks.ecog.prompt import PROMPT_VERSION, build_request, prompt_set
 from avstack.tasks.ecog.scoring import EcogResult, score
 
 
@@ -36,7 +37,7 @@ def gt_of(record: ClipRecord) -> GtClip:
 
 
 def requests_for(
-    prepared: str | Path | Prepared, stack: Stack, options: EcogOptions = EcogOptions()
+    prepared: str | Path | Prepared, stack: Stack, options: EcogInputs = EcogInputs()
 ) -> tuple[list[tuple[ClipRecord, Request]], list[tuple[ClipRecord, str]]]:
     """The request of every usable clip, and the clips whose record cannot make one (a frame path
     that leaves the prepared folder, ...) with the reason: a manifest is input too."""
@@ -71,7 +72,7 @@ def require_ground_truth(prepared: str | Path, records: Iterable[ClipRecord]) ->
 
 
 def request_or_problem(
-    record: ClipRecord, stack: Stack, folder: str, options: EcogOptions, data_root: str | None
+    record: ClipRecord, stack: Stack, folder: str, options: EcogInputs, data_root: str | None
 ) -> tuple[Request | None, str | None]:
     """A clip's request, or why its record cannot make one (a frame path that leaves the folder, ...)."""
     try:
@@ -80,10 +81,10 @@ def request_or_problem(
         return None, str(exc)
 
 
-def prompt_record(options: EcogOptions) -> dict[str, Any]:
+def prompt_record(options: EcogInputs) -> dict[str, Any]:
     """Which templates made the requests: the folder (or "builtin") and their content hash."""
-    folder = str(Path(options.prompt_dir).resolve()) if options.prompt_dir else "builtin"
-    return {"templates": folder, "sha256": prompt_set(str(options.prompt_dir) if options.prompt_dir else None).sha256}
+    folder = str(Path(options.prompt).resolve()) if options.prompt else "builtin"
+    return {"templates": folder, "sha256": prompt_set(str(options.prompt) if options.prompt else None).sha256}
 
 
 def prompt_of(run_dir: str | Path) -> str:
@@ -101,7 +102,7 @@ def run(
     stack: Stack,
     out: str | Path,
     asking: Asking,
-    options: EcogOptions = EcogOptions(),
+    options: EcogInputs = EcogInputs(),
     only: set[str] | None = None,
 ) -> Path:
     """Answer every usable EcoG clip of a prepared folder (or those in `only`, by clip id; a later
@@ -113,7 +114,7 @@ def run(
         "prompt_version": PROMPT_VERSION,
         "prepared": str(prepared.path.resolve()),
         "coord_order": options.coord_order,
-        "asr_source": options.asr_source or "default",
+        "asr_source": options.asr or "default",
         "prompt": prompt_record(options),
     }
     pairs, problems = requests_for(prepared, stack, options)

@@ -28,7 +28,6 @@ from avstack.tasks.ecog.export import export, write_stacks
 from avstack.tasks.ecog.inputs import EcogInputs
 from avstack.tasks.ecog.layout import ecog_layout
 from avstack.tasks.ecog.metrics import METRICS
-from avstack.tasks.ecog.prompt import EcogOptions
 from avstack.tasks.ecog.report import interface_section, item_tables, summary_table, write_report
 from avstack.tasks.ecog.runs import load_run, prompt_of, prompt_record, requests_for, run, score_and_write
 from avstack.tasks.ecog.scoring import score
@@ -39,7 +38,7 @@ class EcogAblation:
     """EcoG-Bench as the ablation engine sees it: its clips, their requests, runs and scores."""
 
     prepared: Prepared  # opened once: every stack's requests, runs and scores read it
-    options: EcogOptions = EcogOptions()
+    options: EcogInputs = EcogInputs()
     name: str = "ecog"
     metrics: tuple[str, ...] = tuple(METRICS)
     unit: str = "clips"
@@ -73,11 +72,11 @@ class EcogAblation:
 
 
 def ablation(prepared: Path | None, inputs: EcogInputs) -> EcogAblation:
-    return EcogAblation(opened(needs_prepared("ecog", prepared)), inputs.options())
+    return EcogAblation(opened(needs_prepared("ecog", prepared)), inputs)
 
 
 def write_requests(prepared: Path, inputs: EcogInputs, out: Path, stack: Stack, fmt: str, media: str) -> int:
-    return write_stacks(prepared, out, stack, inputs.options(), fmt, media)
+    return write_stacks(prepared, out, stack, inputs, fmt, media)
 
 
 def run_stack(choice: StackChoice, inputs: EcogInputs) -> Stack:
@@ -87,7 +86,7 @@ def run_stack(choice: StackChoice, inputs: EcogInputs) -> Stack:
 
 def run_job(job: RunJob) -> Outcome:
     prepared = opened(needs_prepared("ecog", job.prepared))
-    stack, options = run_stack(job.stack, job.inputs), job.inputs.options()
+    stack, options = run_stack(job.stack, job.inputs), job.inputs
     run(prepared, stack, job.out, job.asking, options)
     _, _, js = score_and_write(job.out, prepared)
     answers = js.get("answers") or {}
@@ -97,7 +96,7 @@ def run_job(job: RunJob) -> Outcome:
 
 def export_task(prepared: Path | None, inputs: EcogInputs, stack: Stack, opts: ExportOptions) -> Path:
     """Every usable clip of the prepared folder, shard by shard (tasks.ecog.export)."""
-    return export(needs_prepared("ecog", prepared), stack, opts, inputs.options())
+    return export(needs_prepared("ecog", prepared), stack, opts, inputs)
 
 
 def view(first: Path, runs: list[Path], out: Path) -> Path:
