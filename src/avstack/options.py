@@ -15,11 +15,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import MISSING, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from avstack.errors import UsageError
 
 FLAGS = "avstack.flags"  # the field metadata key
+R = TypeVar("R")
 
 
 class _Unset:
@@ -168,6 +169,22 @@ def _required(f: dataclasses.Field[object]) -> bool:
 
 def _keywords(f: dataclasses.Field[Any], said: Declared) -> list[str]:
     return [keyword_of(f, flag) for flag in said.flags]
+
+
+def fold_all(command: str, record: type[R], keywords: dict[str, object], base: R | None = None) -> R:
+    """A command's one record from its keywords (`fold`), any keyword left over refused by name."""
+    made: R = fold(record, keywords, base)
+    refuse_unknown(command, keywords, record)
+    return made
+
+
+def same_as(record: type, name: str) -> Any:
+    """A field declared as another record's field (its flag, default, help and panel): an option
+    two commands share (EgoGap's --style) is declared once."""
+    f = next(f for f in dataclasses.fields(record) if f.name == name)
+    if f.default_factory is not MISSING:
+        return dataclasses.field(default_factory=f.default_factory, metadata=f.metadata)
+    return dataclasses.field(default=f.default, metadata=f.metadata)
 
 
 def refuse_unknown(command: str, keywords: dict[str, object], *records: type) -> None:

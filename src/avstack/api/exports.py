@@ -11,7 +11,7 @@ from avstack.api.commands import PathLike, chosen_task
 from avstack.api.failures import speaks_flags
 from avstack.api.options import Done
 from avstack.errors import UsageError
-from avstack.options import fold, option, refuse_unknown
+from avstack.options import fold, fold_all, option
 from avstack.runs.exports.rows import ExportOptions
 from avstack.tasks import DEFAULT_TASK, StackChoice
 
@@ -69,18 +69,17 @@ def view(
     from avstack.io import read_json_file
     from avstack.tasks import task_of_run
 
-    how = fold(Viewing, keywords, viewing)
-    refuse_unknown("view", keywords, Viewing)
-    out = how.out
+    how = fold_all("view", Viewing, keywords, viewing)
+    out = Path(how.out)
     first, folders = Path(prepared), [Path(r) for r in runs or ()]
     named = next((f / "run.json" for f in [*folders, first] if (f / "run.json").is_file()), None)
     chosen = task_of_run(read_json_file(named, dict) if named else {})
     if chosen.view is None:
         raise UsageError(f"--task {chosen.name} has no view")
-    index = chosen.view(first, folders, Path(out))
+    index = chosen.view(first, folders, out)
     if how.serve:
         from avstack.site.pages import serve as serve_site
 
         print(f"site: {index}", flush=True)  # said before the server blocks
-        serve_site(Path(out), how.port)
+        serve_site(out, how.port)
     return Done(f"site: {index}", index)

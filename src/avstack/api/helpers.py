@@ -13,11 +13,10 @@ from pathlib import Path
 from avstack.api.failures import CommandFailed, speaks_flags
 from avstack.api.options import Done
 from avstack.errors import UsageError
-from avstack.options import fold, option, refuse_unknown
+from avstack.options import fold_all, option, same_as
+from avstack.tasks.egogap.inputs import EgogapInputs
 
 PathLike = str | Path
-
-STYLE_HELP = "default, egoplan or exclusion"
 
 
 @dataclass(frozen=True)
@@ -33,9 +32,9 @@ class EgoGapPrompting:
     """How `avstack egogap prompts` presents the items: the prompt style, which options, and a
     seed that shuffles and re-letters them."""
 
-    style: str = option("default", STYLE_HELP)
-    options: str = option("all", "all, n3 or swap_motor")
-    shuffle_seed: int | None = option(None, "Shuffle and re-letter options (key follows)")
+    style: str = same_as(EgogapInputs, "style")
+    options: str = same_as(EgogapInputs, "options")
+    shuffle_seed: int | None = same_as(EgogapInputs, "shuffle_seed")
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ class EgoGapExporting:
     out: Path = option(MISSING, "Folder for train.jsonl and test.jsonl", short="-o")
     to: str = option("ms-swift", "ms-swift")
     images: Path | None = option(None, "Image folder: write absolute paths and check they exist")
-    style: str = option("default", STYLE_HELP)
+    style: str = same_as(EgogapInputs, "style")
     test_fraction: float = option(0.2, "Share of IMAGES held out for test")
     seed: int = option(0, "Split seed")
     rationales: Path | None = option(None, "JSONL of {uid, rationale} for the answers")
@@ -63,8 +62,7 @@ def ecog_ground_truth(data_root: PathLike, options: GroundTruthOptions | None = 
     prepared) or its fields by keyword."""
     from avstack.tasks.ecog.gt import ground_truth
 
-    o = fold(GroundTruthOptions, keywords, options)
-    refuse_unknown("ecog gt", keywords, GroundTruthOptions)
+    o = fold_all("ecog gt", GroundTruthOptions, keywords, options)
     records, errors = ground_truth(data_root, lang=o.lang, prepared=Path(o.prepared) if o.prepared else None)
     done = Done(_jsonl([r.to_json() for r in records]), None, tuple(f"error: {e}" for e in errors))
     if errors:
@@ -78,8 +76,7 @@ def egogap_prompts(bundles: PathLike, prompting: EgoGapPrompting | None = None, 
     `prompting` (EgoGapPrompting: style, options, shuffle_seed) or its fields by keyword."""
     from avstack.tasks.egogap.stack import EgoGapStack, prompt_lines
 
-    p = fold(EgoGapPrompting, keywords, prompting)
-    refuse_unknown("egogap prompts", keywords, EgoGapPrompting)
+    p = fold_all("egogap prompts", EgoGapPrompting, keywords, prompting)
     return Done(_jsonl(prompt_lines(bundles, EgoGapStack(p.style, "image", p.options, p.shuffle_seed))))
 
 
@@ -90,8 +87,7 @@ def egogap_export(bundles: PathLike, exporting: EgoGapExporting | None = None, *
     fields by keyword (`out` is required)."""
     from avstack.tasks.egogap.export import export_bundles
 
-    e = fold(EgoGapExporting, keywords, exporting)
-    refuse_unknown("egogap export", keywords, EgoGapExporting)
+    e = fold_all("egogap export", EgoGapExporting, keywords, exporting)
     if e.to != "ms-swift":
         raise UsageError(f"--to must be ms-swift; found {e.to!r}")
     res = export_bundles(bundles, e.out, e.images, e.style, e.test_fraction, e.seed, e.rationales)

@@ -15,13 +15,13 @@ from avstack.api.options import Done
 from avstack.errors import InputError, UsageError
 from avstack.io import Progress
 from avstack.manifest import Prepared
-from avstack.options import fold, option, refuse_unknown
+from avstack.options import fold, fold_all, option, refuse_unknown
 from avstack.preparation.settings import ALIGN_HELP, PrepareJob, PrepareSettings
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from avstack.asr.types import Transcript
+    from avstack.asr.types import AsrSettings, Transcript
     from avstack.media.probe import Frame
     from avstack.preparation.driver import PrepareReport
 
@@ -124,7 +124,7 @@ class TranscribeOptions:
         "auto", "CTranslate2 compute type: auto (float32 on a CPU, the same words anywhere), int8, ..."
     )
 
-    def settings(self) -> object:
+    def settings(self) -> AsrSettings:
         """The ASR settings these options make, "auto" resolved as `prepare` resolves it."""
         from avstack.asr import AsrSettings, aligner_setting, language_setting
         from avstack.asr.models import COMPUTE_TYPES
@@ -157,8 +157,7 @@ def transcribe(
     from avstack.asr import Transcript
     from avstack.asr import transcribe as run_asr
 
-    settings = fold(TranscribeOptions, keywords, options).settings()
-    refuse_unknown("transcribe", keywords, TranscribeOptions)
+    settings = fold_all("transcribe", TranscribeOptions, keywords, options).settings()
     if isinstance(audio_or_video, np.ndarray):
         return run_asr(audio_or_video.astype(np.float32, copy=False), settings)
     path = Path(audio_or_video)
@@ -214,7 +213,6 @@ def synth(out: PathLike, options: SynthOptions | None = None, **keywords: object
     `options` (SynthOptions: lang, small) or its fields by keyword."""
     from avstack.synthetic.sample_data import make_sample_set
 
-    o = fold(SynthOptions, keywords, options)
-    refuse_unknown("synth", keywords, SynthOptions)
+    o = fold_all("synth", SynthOptions, keywords, options)
     clips = make_sample_set(Path(out), lang=o.lang, small=o.small)
     return Done(f"wrote {len(clips)} clips to {out}", Path(out))

@@ -11,7 +11,7 @@ from pathlib import Path
 from avstack.api.failures import CommandFailed, speaks_flags
 from avstack.api.options import Done
 from avstack.errors import UsageError
-from avstack.options import fold, option, refuse_unknown
+from avstack.options import fold_all, option
 from avstack.tasks import DEFAULT_TASK
 
 PathLike = str | Path
@@ -58,8 +58,7 @@ def score(
 
     if predictions is not None:
         keywords = {**keywords, "predictions": predictions}
-    s = fold(Scoring, keywords, scoring)
-    refuse_unknown("score", keywords, Scoring)
+    s = fold_all("score", Scoring, keywords, scoring)
     chosen = get_task(task)
     named = {"gt": s.gt, "bundles": s.bundles, "questions": s.questions}
     extra = [f"--{k}" for k, v in named.items() if v is not None and k != chosen.truth]
@@ -86,8 +85,7 @@ def report(runs: Sequence[PathLike], reporting: Reporting | None = None, **keywo
     from avstack.io import read_json_file
     from avstack.tasks import task_of_run
 
-    how = fold(Reporting, keywords, reporting)
-    refuse_unknown("report", keywords, Reporting)
+    how = fold_all("report", Reporting, keywords, reporting)
     folders = [Path(r) for r in runs]
     if not folders:
         raise UsageError("report: expected at least one run folder, found none")
